@@ -1,0 +1,83 @@
+// Command wasmplane is the one binary: `up` runs the whole control plane.
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/wasmplane/wasmplane/core/apiserver"
+	"github.com/wasmplane/wasmplane/core/server"
+)
+
+func main() {
+	if err := newRoot().Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "wasmplane",
+		Short:         "A Kubernetes-compatible control plane whose extension points are WebAssembly modules",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	root.AddCommand(newUp(), newVersion())
+	return root
+}
+
+func newUp() *cobra.Command {
+	var cfg server.Config
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Start the control plane (API server on embedded etcd) in this process",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			slog.SetDefault(cfg.Logger)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			inst, err := server.Start(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wasmplane is up at %s\n\n  export KUBECONFIG=%s\n  kubectl get namespaces\n\n", inst.URL(), inst.KubeconfigPath())
+			select {
+			case <-ctx.Done():
+				cfg.Logger.Info("shutting down")
+				inst.Close()
+				return nil
+			case <-inst.Done():
+				return inst.Err()
+			}
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", ".wasmplane", "directory for etcd data and the admin kubeconfig")
+	f.StringSliceVar(&cfg.EtcdServers, "etcd-servers", nil, "external etcd client URLs (nothing is embedded when set)")
+	f.StringVar(&cfg.BindAddress, "bind-address", "127.0.0.1", "API server listen address")
+	f.IntVar(&cfg.Port, "port", 6443, "API server port (0 picks a free port)")
+	f.DurationVar(&cfg.CompactionInterval, "etcd-compaction-interval", 0, "how often to compact etcd (default 5m)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+func newVersion() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Run: func(cmd *cobra.Command, _ []string) {
+			v := apiserver.Version()
+			fmt.Fprintf(cmd.OutOrStdout(), "wasmplane %s (Kubernetes API %s.%s)\n", v.GitVersion, v.Major, v.Minor)
+		},
+	}
+}
+

@@ -1,0 +1,55 @@
+// Package api joins wasmplane's own API types to the k8s.io/api types in one scheme, and
+// provides the codecs every server component encodes and decodes with.
+package api
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+)
+
+// NewScheme returns a scheme holding every type wasmplane serves. Each caller gets its
+// own scheme so that no component shares mutable registration state with another.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	adders := []func(*runtime.Scheme) error{
+		corev1.AddToScheme,
+		appsv1.AddToScheme,
+		autoscalingv1.AddToScheme,
+		coordinationv1.AddToScheme,
+		eventsv1.AddToScheme,
+		metav1.AddMetaToScheme,
+	}
+	for _, add := range adders {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("building scheme: %w", err)
+		}
+	}
+	// The unversioned meta types (Status, APIVersions, …) and the per-version option types
+	// (ListOptions, DeleteOptions, WatchEvent) must be decodable under every group version.
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	metav1.AddToGroupVersion(s, metav1.SchemeGroupVersion)
+	return s, nil
+}
+
+// MustScheme is NewScheme for callers that cannot proceed without it.
+func MustScheme() *runtime.Scheme {
+	s, err := NewScheme()
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// NewCodecs returns the codec factory (JSON, YAML, protobuf) for a scheme.
+func NewCodecs(s *runtime.Scheme) serializer.CodecFactory {
+	return serializer.NewCodecFactory(s)
+}

@@ -1,0 +1,105 @@
+package endpoints
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+
+	"github.com/wasmplane/wasmplane/core/apiserver/registry"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+)
+
+// MaxJSONPatchOperations bounds a JSON patch, as Kubernetes does.
+const MaxJSONPatchOperations = 10000
+
+// Patch serves PATCH on one object (or its status with strategy set).
+func (s *Scope) Patch(w http.ResponseWriter, req *http.Request, r Request, strategy registry.Strategy) {
+	s.serve(w, req, http.StatusOK, func(ctx context.Context) (runtime.Object, error) {
+		ct := req.Header.Get("Content-Type")
+		mt, _, _ := mime.ParseMediaType(ct)
+		pt := types.PatchType(mt)
+		switch pt {
+		case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
+		case types.ApplyYAMLPatchType, types.ApplyCBORPatchType:
+			return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", s.Store.Resource.GroupResource(), r.Name,
+				"server-side apply is not supported yet by wasmplane; use client-side `kubectl apply`", 0, false)
+		default:
+			return nil, unsupportedMediaType(ct, []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType)})
+		}
+		patch, err := s.readBody(req)
+		if err != nil {
+			return nil, err
+		}
+		wopts, err := s.writeOptions(req.URL.Query())
+		if err != nil {
+			return nil, err
+		}
+		jsonInfo := s.Codecs.JSON()
+		enc := s.Codecs.Factory.EncoderForVersion(jsonInfo.Serializer, s.gv())
+		out, _, err := s.Store.Update(ctx, r.Namespace, r.Name, func(_ context.Context, existing runtime.Object) (runtime.Object, error) {
+			if existing == nil {
+				return nil, apierrors.NewNotFound(s.Store.Resource.GroupResource(), r.Name)
+			}
+			original, err := runtime.Encode(enc, existing.DeepCopyObject())
+			if err != nil {
+				return nil, apierrors.NewInternalError(err)
+			}
+			patched, err := applyPatch(pt, original, patch, s.Store.Resource.NewFunc())
+			if err != nil {
+				return nil, err
+			}
+			jreq := req.Clone(ctx)
+			jreq.Header.Set("Content-Type", "application/json")
+			obj, err := s.decodeObject(w, jreq, patched, s.resource().GroupVersionKind(), nil)
+			if err != nil {
+				return nil, err
+			}
+			return obj, nil
+		}, registry.UpdateOptions{WriteOptions: wopts, Strategy: strategy, AllowUnconditional: true})
+		return out, err
+	})
+}
+
+// applyPatch applies one patch document of type pt to the JSON of an object.
+func applyPatch(pt types.PatchType, original, patch []byte, dataStruct runtime.Object) ([]byte, error) {
+	switch pt {
+	case types.JSONPatchType:
+		ops, err := jsonpatch.DecodePatch(patch)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		if len(ops) > MaxJSONPatchOperations {
+			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("The allowed maximum operations in a JSON patch is %d, got %d", MaxJSONPatchOperations, len(ops)))
+		}
+		out, err := ops.Apply(original)
+		if err != nil {
+			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schemaGR(), "", err.Error(), 0, false)
+		}
+		return out, nil
+	case types.MergePatchType:
+		if !json.Valid(patch) {
+			return nil, apierrors.NewBadRequest("the patch is not valid JSON")
+		}
+		out, err := jsonpatch.MergePatch(original, patch)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		return out, nil
+	default:
+		var pm map[string]any
+		if err := json.Unmarshal(patch, &pm); err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+		}
+		out, err := strategicpatch.StrategicMergePatch(original, patch, dataStruct)
+		if err != nil {
+			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schemaGR(), "", err.Error(), 0, false)
+		}
+		return out, nil
+	}
+}

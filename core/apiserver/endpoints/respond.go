@@ -1,0 +1,75 @@
+package endpoints
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func schemaGR() schema.GroupResource { return schema.GroupResource{} }
+
+// ErrorToStatus converts any error to the Status Kubernetes would send.
+func ErrorToStatus(err error) *metav1.Status {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		s := st.Status()
+		if s.Status == "" {
+			s.Status = metav1.StatusFailure
+		}
+		if s.Code == 0 {
+			s.Code = http.StatusInternalServerError
+		}
+		return &s
+	}
+	s := apierrors.NewInternalError(err).ErrStatus
+	return &s
+}
+
+// WriteError sends err as a Status in the negotiated (or JSON) encoding.
+func (c *Codecs) WriteError(w http.ResponseWriter, req *http.Request, err error) {
+	status := ErrorToStatus(err)
+	if status.Code >= 500 {
+		slog.Error("request failed", "method", req.Method, "path", req.URL.Path, "err", err)
+	}
+	out, nerr := c.NegotiateOutput(req)
+	if nerr != nil || out.As != "" {
+		out = Output{Info: c.JSON()}
+	}
+	c.writeObject(w, out.Info, metav1.Unversioned, int(status.Code), status)
+}
+
+// writeObject encodes obj (whose kind the scheme knows) with info into the response.
+func (c *Codecs) writeObject(w http.ResponseWriter, info runtime.SerializerInfo, gv schema.GroupVersion, code int, obj runtime.Object) {
+	enc := c.Factory.EncoderForVersion(info.Serializer, gv)
+	var buf bytes.Buffer
+	if err := enc.Encode(obj, &buf); err != nil {
+		slog.Error("encoding response", "err", err)
+		http.Error(w, "encoding response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", info.MediaType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// WriteNegotiated encodes obj (a type the scheme knows) in the encoding the request
+// accepts, with JSON as the fallback.
+func (c *Codecs) WriteNegotiated(w http.ResponseWriter, req *http.Request, code int, obj runtime.Object) {
+	out, err := c.NegotiateOutput(req)
+	if err != nil || out.As != "" {
+		out = Output{Info: c.JSON()}
+	}
+	gvks, _, err := c.Scheme.ObjectKinds(obj)
+	if err != nil {
+		c.WriteError(w, req, apierrors.NewInternalError(err))
+		return
+	}
+	c.writeObject(w, out.Info, gvks[0].GroupVersion(), code, obj)
+}

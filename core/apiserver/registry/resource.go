@@ -1,0 +1,93 @@
+// Package registry turns a storage.Interface into a Kubernetes REST resource: names and
+// uids, defaults, validation, generation, finalizers, graceful deletion and the
+// create/get/list/update/delete semantics the endpoint handlers serve.
+package registry
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Strategy holds the per-resource rules of create and update.
+type Strategy interface {
+	// Default fills in defaulted fields, as Kubernetes' generated defaulters do.
+	Default(obj runtime.Object)
+	// PrepareForCreate resets what a client may not set on create (usually status).
+	PrepareForCreate(ctx context.Context, obj runtime.Object)
+	// PrepareForUpdate keeps what a client may not change through this endpoint.
+	PrepareForUpdate(ctx context.Context, obj, old runtime.Object)
+	// Validate checks a new object (object meta is checked by the store).
+	Validate(ctx context.Context, obj runtime.Object) field.ErrorList
+	// ValidateUpdate checks an update (object meta is checked by the store).
+	ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList
+}
+
+// TableColumn is one column of `kubectl get` output.
+type TableColumn = metav1.TableColumnDefinition
+
+// Printer renders objects as Table rows for `kubectl get`.
+type Printer struct {
+	// Columns are all the columns, Name included where the resource shows it.
+	Columns []TableColumn
+	// Row returns every cell of one object's row.
+	Row func(obj runtime.Object) []any
+}
+
+// Resource describes one served resource.
+type Resource struct {
+	// GroupVersion the resource is served under.
+	GroupVersion schema.GroupVersion
+	// Name is the plural resource name, e.g. "pods".
+	Name string
+	// SingularName is e.g. "pod".
+	SingularName string
+	// Kind and ListKind, e.g. "Pod", "PodList".
+	Kind, ListKind string
+	// ShortNames such as "po".
+	ShortNames []string
+	// Categories such as "all".
+	Categories []string
+	// Namespaced is true for namespace-scoped resources.
+	Namespaced bool
+	// NewFunc and NewListFunc make empty objects.
+	NewFunc, NewListFunc func() runtime.Object
+	// Strategy is the main resource's create/update rules.
+	Strategy Strategy
+	// StatusStrategy, when set, serves the status subresource.
+	StatusStrategy Strategy
+	// TracksGeneration bumps metadata.generation when the spec changes.
+	TracksGeneration bool
+	// GetAttrs adds the resource's supported field selectors; nil = name and namespace.
+	GetAttrs func(obj runtime.Object) (labels.Set, fields.Set, error)
+	// FieldLabels are the field selector keys GetAttrs supports besides metadata.*.
+	FieldLabels []string
+	// Printer renders Table output; nil = Name and Age.
+	Printer *Printer
+	// GracefulDelete, when set, returns the grace period to apply to a delete of obj
+	// (pods); 0 means delete at once.
+	GracefulDelete func(obj runtime.Object, opts *metav1.DeleteOptions) int64
+	// DeleteNotAllowed lets a resource refuse deletion (e.g. the default namespaces).
+	DeleteNotAllowed func(obj runtime.Object) error
+	// OnDeleteMarked, when set, is called with the object a delete marks with a
+	// deletionTimestamp (namespaces enter Terminating here).
+	OnDeleteMarked func(obj runtime.Object)
+	// Retain, when set, keeps an object whose deletion is otherwise complete (a namespace
+	// whose spec.finalizers are not yet empty).
+	Retain func(obj runtime.Object) bool
+}
+
+// GroupResource is the resource's group and plural name.
+func (r *Resource) GroupResource() schema.GroupResource {
+	return schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Name}
+}
+
+// GroupVersionKind is the resource's kind.
+func (r *Resource) GroupVersionKind() schema.GroupVersionKind {
+	return r.GroupVersion.WithKind(r.Kind)
+}

@@ -1,0 +1,629 @@
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math/big"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/wasmplane/wasmplane/core/storage"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Finalizers the API server adds for non-background propagation; the garbage collector
+// removes them.
+const (
+	FinalizerOrphan     = metav1.FinalizerOrphanDependents
+	FinalizerForeground = metav1.FinalizerDeleteDependents
+)
+
+// Admission is the admission chain a write passes through: Mutate before validation,
+// Validate after. Either may be nil.
+type Admission struct {
+	// Mutate may change obj; old is nil on create.
+	Mutate func(ctx context.Context, obj, old runtime.Object) error
+	// Validate may refuse obj; old is nil on create.
+	Validate func(ctx context.Context, obj, old runtime.Object) error
+}
+
+func (a *Admission) mutate(ctx context.Context, obj, old runtime.Object) error {
+	if a == nil || a.Mutate == nil {
+		return nil
+	}
+	return a.Mutate(ctx, obj, old)
+}
+
+func (a *Admission) validate(ctx context.Context, obj, old runtime.Object) error {
+	if a == nil || a.Validate == nil {
+		return nil
+	}
+	return a.Validate(ctx, obj, old)
+}
+
+// Store is the REST behaviour of one resource on top of storage.
+type Store struct {
+	// Resource is what is served.
+	Resource *Resource
+	// Storage keeps the objects.
+	Storage storage.Interface
+	// Prefix is the storage key prefix, e.g. "/registry/pods".
+	Prefix string
+	// Now is the clock; nil = time.Now.
+	Now func() time.Time
+}
+
+// NewStore returns a Store keeping r under prefix in s.
+func NewStore(r *Resource, s storage.Interface, prefix string) *Store {
+	return &Store{Resource: r, Storage: s, Prefix: prefix}
+}
+
+func (s *Store) now() metav1.Time {
+	if s.Now != nil {
+		return metav1.NewTime(s.Now())
+	}
+	return metav1.Now()
+}
+
+// Key is the storage key of one object.
+func (s *Store) Key(namespace, name string) string {
+	if s.Resource.Namespaced {
+		return s.Prefix + "/" + namespace + "/" + name
+	}
+	return s.Prefix + "/" + name
+}
+
+// ListKey is the storage prefix of a list in namespace ("" = all).
+func (s *Store) ListKey(namespace string) string {
+	if s.Resource.Namespaced && namespace != "" {
+		return s.Prefix + "/" + namespace + "/"
+	}
+	return s.Prefix + "/"
+}
+
+func (s *Store) invalid(name string, errs field.ErrorList) error {
+	return apierrors.NewInvalid(s.Resource.GroupVersionKind().GroupKind(), name, errs)
+}
+
+// WriteOptions are the options common to create, update and delete.
+type WriteOptions struct {
+	// DryRun validates and admits but stores nothing.
+	DryRun bool
+	// Admission is the chain to run; nil = none.
+	Admission *Admission
+}
+
+// Create stores a new object in namespace.
+func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object, opts WriteOptions) (runtime.Object, error) {
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if err := s.checkNamespace(namespace, accessor); err != nil {
+		return nil, err
+	}
+	if accessor.GetName() == "" && accessor.GetGenerateName() != "" {
+		accessor.SetName(generateName(accessor.GetGenerateName()))
+	}
+	// Server-owned metadata is reset whatever the client sent.
+	accessor.SetUID(uuid.NewUUID())
+	accessor.SetCreationTimestamp(s.now())
+	accessor.SetResourceVersion("")
+	accessor.SetDeletionTimestamp(nil)
+	accessor.SetDeletionGracePeriodSeconds(nil)
+	accessor.SetSelfLink("")
+	if s.Resource.TracksGeneration {
+		accessor.SetGeneration(1)
+	} else {
+		accessor.SetGeneration(0)
+	}
+	s.Resource.Strategy.Default(obj)
+	s.Resource.Strategy.PrepareForCreate(ctx, obj)
+	if err := opts.Admission.mutate(ctx, obj, nil); err != nil {
+		return nil, err
+	}
+	s.Resource.Strategy.Default(obj)
+	if errs := s.validateMeta(accessor); len(errs) > 0 {
+		return nil, s.invalid(accessor.GetName(), errs)
+	}
+	if errs := s.Resource.Strategy.Validate(ctx, obj); len(errs) > 0 {
+		return nil, s.invalid(accessor.GetName(), errs)
+	}
+	if err := opts.Admission.validate(ctx, obj, nil); err != nil {
+		return nil, err
+	}
+	if opts.DryRun {
+		// A dry run must still report a name clash, as Kubernetes does.
+		existing := s.Resource.NewFunc()
+		err := s.Storage.Get(ctx, s.Key(namespace, accessor.GetName()), storage.GetOptions{IgnoreNotFound: true}, existing)
+		if err != nil {
+			return nil, err
+		}
+		if em, _ := meta.Accessor(existing); em != nil && em.GetUID() != "" {
+			return nil, apierrors.NewAlreadyExists(s.Resource.GroupResource(), accessor.GetName())
+		}
+		return obj, nil
+	}
+	out := s.Resource.NewFunc()
+	if err := s.Storage.Create(ctx, s.Key(namespace, accessor.GetName()), obj, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *Store) validateMeta(accessor metav1.Object) field.ErrorList {
+	nameFn := apimachineryvalidation.NameIsDNSSubdomain
+	if s.Resource.Name == "namespaces" {
+		nameFn = apimachineryvalidation.ValidateNamespaceName
+	}
+	return apimachineryvalidation.ValidateObjectMetaAccessor(accessor, s.Resource.Namespaced, nameFn, field.NewPath("metadata"))
+}
+
+// checkNamespace reconciles the namespace in the URL with the one in the body.
+func (s *Store) checkNamespace(namespace string, accessor metav1.Object) error {
+	if !s.Resource.Namespaced {
+		if accessor.GetNamespace() != "" {
+			accessor.SetNamespace("")
+		}
+		return nil
+	}
+	switch objNS := accessor.GetNamespace(); {
+	case objNS == "":
+		accessor.SetNamespace(namespace)
+	case objNS != namespace:
+		return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	return nil
+}
+
+// Get returns one object.
+func (s *Store) Get(ctx context.Context, namespace, name string, opts *metav1.GetOptions) (runtime.Object, error) {
+	out := s.Resource.NewFunc()
+	rv := ""
+	if opts != nil {
+		rv = opts.ResourceVersion
+	}
+	if err := s.Storage.Get(ctx, s.Key(namespace, name), storage.GetOptions{ResourceVersion: rv}, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Predicate converts list options to a storage predicate, refusing unsupported field
+// selectors the way Kubernetes does.
+func (s *Store) Predicate(opts *metav1.ListOptions) (storage.SelectionPredicate, error) {
+	p := storage.SelectionPredicate{Label: labels.Everything(), Field: fields.Everything(), GetAttrs: s.getAttrs}
+	if opts == nil {
+		return p, nil
+	}
+	if opts.LabelSelector != "" {
+		sel, err := labels.Parse(opts.LabelSelector)
+		if err != nil {
+			return p, apierrors.NewBadRequest(fmt.Sprintf("unable to parse requirement: %v", err))
+		}
+		p.Label = sel
+	}
+	if opts.FieldSelector != "" {
+		sel, err := fields.ParseSelector(opts.FieldSelector)
+		if err != nil {
+			return p, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector: %v", err))
+		}
+		for _, r := range sel.Requirements() {
+			if r.Field == "metadata.name" || (r.Field == "metadata.namespace" && s.Resource.Namespaced) {
+				continue
+			}
+			if !slices.Contains(s.Resource.FieldLabels, r.Field) {
+				return p, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
+			}
+		}
+		p.Field = sel
+	}
+	p.Limit = opts.Limit
+	p.Continue = opts.Continue
+	p.AllowWatchBookmarks = opts.AllowWatchBookmarks
+	return p, nil
+}
+
+func (s *Store) getAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+	if s.Resource.GetAttrs != nil {
+		return s.Resource.GetAttrs(obj)
+	}
+	return DefaultAttrs(obj, s.Resource.Namespaced)
+}
+
+// DefaultAttrs returns an object's labels and its metadata.name/namespace fields.
+func DefaultAttrs(obj runtime.Object, namespaced bool) (labels.Set, fields.Set, error) {
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading object metadata: %w", err)
+	}
+	f := fields.Set{"metadata.name": accessor.GetName()}
+	if namespaced {
+		f["metadata.namespace"] = accessor.GetNamespace()
+	}
+	return labels.Set(accessor.GetLabels()), f, nil
+}
+
+// List returns the objects of namespace ("" = all) matching opts.
+func (s *Store) List(ctx context.Context, namespace string, opts *metav1.ListOptions) (runtime.Object, error) {
+	p, err := s.Predicate(opts)
+	if err != nil {
+		return nil, err
+	}
+	lo := storage.ListOptions{Predicate: p, Recursive: true}
+	if opts != nil {
+		lo.ResourceVersion = opts.ResourceVersion
+		lo.ResourceVersionMatch = opts.ResourceVersionMatch
+	}
+	out := s.Resource.NewListFunc()
+	if err := s.Storage.GetList(ctx, s.ListKey(namespace), lo, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Watch streams changes to the objects of namespace ("" = all) matching opts.
+func (s *Store) Watch(ctx context.Context, namespace string, opts *metav1.ListOptions) (watch.Interface, error) {
+	p, err := s.Predicate(opts)
+	if err != nil {
+		return nil, err
+	}
+	lo := storage.ListOptions{Predicate: p, Recursive: true}
+	if opts != nil {
+		lo.ResourceVersion = opts.ResourceVersion
+		lo.ResourceVersionMatch = opts.ResourceVersionMatch
+		lo.SendInitialEvents = opts.SendInitialEvents
+	}
+	return s.Storage.Watch(ctx, s.ListKey(namespace), lo)
+}
+
+// UpdatedObjectFunc computes the object a client asks for from the stored one (for PUT
+// the body, for PATCH the patched current object). existing is nil when nothing is stored.
+type UpdatedObjectFunc func(ctx context.Context, existing runtime.Object) (runtime.Object, error)
+
+// UpdateOptions are the options of an update.
+type UpdateOptions struct {
+	WriteOptions
+	// Strategy overrides the resource's strategy (the status subresource).
+	Strategy Strategy
+	// AllowCreate creates the object when it does not exist (PUT of a missing object
+	// for resources that allow it).
+	AllowCreate bool
+	// AllowUnconditional lets an update without resourceVersion through.
+	AllowUnconditional bool
+}
+
+// Update applies objFunc to the stored object with optimistic concurrency.
+func (s *Store) Update(ctx context.Context, namespace, name string, objFunc UpdatedObjectFunc, opts UpdateOptions) (runtime.Object, bool, error) {
+	strategy := opts.Strategy
+	if strategy == nil {
+		strategy = s.Resource.Strategy
+	}
+	key := s.Key(namespace, name)
+	created := false
+	var dryRunResult runtime.Object
+	out := s.Resource.NewFunc()
+	err := s.Storage.GuaranteedUpdate(ctx, key, out, true, nil, func(current runtime.Object, _ storage.ResponseMeta) (runtime.Object, error) {
+		existingMeta, err := meta.Accessor(current)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		exists := existingMeta.GetUID() != "" || existingMeta.GetResourceVersion() != ""
+		var existing runtime.Object
+		if exists {
+			existing = current
+		}
+		obj, err := objFunc(ctx, existing)
+		if err != nil {
+			return nil, err
+		}
+		accessor, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		if err := s.checkNamespace(namespace, accessor); err != nil {
+			return nil, err
+		}
+		if accessor.GetName() != name {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", accessor.GetName(), name))
+		}
+		if !exists {
+			if !opts.AllowCreate {
+				return nil, apierrors.NewNotFound(s.Resource.GroupResource(), name)
+			}
+			created = true
+			res, err := s.Create(ctx, namespace, obj, WriteOptions{DryRun: true, Admission: opts.Admission})
+			if err != nil {
+				return nil, err
+			}
+			if opts.DryRun {
+				dryRunResult = res
+				return nil, errDryRunDone
+			}
+			return res, nil
+		}
+		newRV := accessor.GetResourceVersion()
+		if newRV == "" {
+			if !opts.AllowUnconditional {
+				return nil, s.invalid(name, field.ErrorList{field.Invalid(field.NewPath("metadata", "resourceVersion"), newRV, "must be specified for an update")})
+			}
+		} else if newRV != existingMeta.GetResourceVersion() {
+			return nil, apierrors.NewConflict(s.Resource.GroupResource(), name, errors.New(storage.OptimisticLockErrorMsg))
+		}
+		s.keepServerMeta(accessor, existingMeta)
+		strategy.Default(obj)
+		strategy.PrepareForUpdate(ctx, obj, current)
+		if err := opts.Admission.mutate(ctx, obj, current); err != nil {
+			return nil, err
+		}
+		strategy.Default(obj)
+		if s.Resource.TracksGeneration && specChanged(obj, current) {
+			accessor.SetGeneration(existingMeta.GetGeneration() + 1)
+		}
+		errs := apimachineryvalidation.ValidateObjectMetaAccessorUpdate(accessor, existingMeta, field.NewPath("metadata"))
+		errs = append(errs, s.validateMeta(accessor)...)
+		if existingMeta.GetDeletionTimestamp() != nil {
+			errs = append(errs, apimachineryvalidation.ValidateNoNewFinalizers(accessor.GetFinalizers(), existingMeta.GetFinalizers(), field.NewPath("metadata", "finalizers"))...)
+		}
+		errs = append(errs, strategy.ValidateUpdate(ctx, obj, current)...)
+		if len(errs) > 0 {
+			return nil, s.invalid(name, errs)
+		}
+		if err := opts.Admission.validate(ctx, obj, current); err != nil {
+			return nil, err
+		}
+		// The stored revision is the precondition of the write, not the client's copy.
+		accessor.SetResourceVersion(existingMeta.GetResourceVersion())
+		if opts.DryRun {
+			dryRunResult = obj
+			return nil, errDryRunDone
+		}
+		return obj, nil
+	})
+	if errors.Is(err, errDryRunDone) {
+		return dryRunResult, created, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	// An update that removed the last finalizer of an object being deleted completes the
+	// deletion, as in Kubernetes.
+	if m, _ := meta.Accessor(out); m != nil && m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 &&
+		(m.GetDeletionGracePeriodSeconds() == nil || *m.GetDeletionGracePeriodSeconds() == 0) && !s.retain(out) {
+		uid := m.GetUID()
+		deleted := s.Resource.NewFunc()
+		derr := s.Storage.Delete(ctx, key, deleted, &storage.Preconditions{UID: &uid}, nil)
+		if derr == nil {
+			return deleted, false, nil
+		}
+		if !apierrors.IsNotFound(derr) && !apierrors.IsConflict(derr) {
+			return nil, false, derr
+		}
+	}
+	return out, created, nil
+}
+
+var errDryRunDone = errors.New("wasmplane: dry run complete")
+
+// keepServerMeta carries over what only the server sets.
+func (s *Store) keepServerMeta(obj, old metav1.Object) {
+	if obj.GetUID() == "" {
+		obj.SetUID(old.GetUID())
+	}
+	obj.SetCreationTimestamp(old.GetCreationTimestamp())
+	obj.SetDeletionTimestamp(old.GetDeletionTimestamp())
+	obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
+	obj.SetGeneration(old.GetGeneration())
+	obj.SetSelfLink("")
+	if obj.GetGenerateName() == "" {
+		obj.SetGenerateName(old.GetGenerateName())
+	}
+}
+
+// specChanged compares everything but metadata and status.
+func specChanged(obj, old runtime.Object) bool {
+	a, b := reflect.ValueOf(obj).Elem(), reflect.ValueOf(old).Elem()
+	for i := 0; i < a.NumField(); i++ {
+		switch a.Type().Field(i).Name {
+		case "TypeMeta", "ObjectMeta", "Status":
+			continue
+		}
+		if !apiequality.Semantic.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
+			return true
+		}
+	}
+	return false
+}
+
+// Delete deletes one object, gracefully or through finalizers where that applies. The
+// bool is true when the object is gone from storage.
+func (s *Store) Delete(ctx context.Context, namespace, name string, opts *metav1.DeleteOptions, wopts WriteOptions) (runtime.Object, bool, error) {
+	if opts == nil {
+		opts = &metav1.DeleteOptions{}
+	}
+	key := s.Key(namespace, name)
+	current := s.Resource.NewFunc()
+	if err := s.Storage.Get(ctx, key, storage.GetOptions{}, current); err != nil {
+		return nil, false, err
+	}
+	cm, err := meta.Accessor(current)
+	if err != nil {
+		return nil, false, apierrors.NewInternalError(err)
+	}
+	if p := opts.Preconditions; p != nil {
+		if p.UID != nil && *p.UID != cm.GetUID() {
+			return nil, false, apierrors.NewConflict(s.Resource.GroupResource(), name,
+				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cm.GetUID()))
+		}
+		if p.ResourceVersion != nil && *p.ResourceVersion != cm.GetResourceVersion() {
+			return nil, false, apierrors.NewConflict(s.Resource.GroupResource(), name,
+				fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cm.GetResourceVersion()))
+		}
+	}
+	if s.Resource.DeleteNotAllowed != nil {
+		if err := s.Resource.DeleteNotAllowed(current); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := wopts.Admission.validate(ctx, nil, current); err != nil {
+		return nil, false, err
+	}
+	var grace int64
+	if s.Resource.GracefulDelete != nil {
+		grace = s.Resource.GracefulDelete(current, opts)
+	}
+	finalizers := deleteFinalizers(cm.GetFinalizers(), opts)
+	if wopts.DryRun {
+		return current, false, nil
+	}
+	if grace > 0 || len(finalizers) > 0 || s.Resource.OnDeleteMarked != nil || s.retain(current) {
+		uid := cm.GetUID()
+		out := s.Resource.NewFunc()
+		var gone bool
+		err := s.Storage.GuaranteedUpdate(ctx, key, out, false, &storage.Preconditions{UID: &uid}, func(obj runtime.Object, _ storage.ResponseMeta) (runtime.Object, error) {
+			m, err := meta.Accessor(obj)
+			if err != nil {
+				return nil, apierrors.NewInternalError(err)
+			}
+			fin := deleteFinalizers(m.GetFinalizers(), opts)
+			m.SetFinalizers(fin)
+			now := s.now()
+			if dt := m.GetDeletionTimestamp(); dt == nil {
+				t := metav1.NewTime(now.Add(time.Duration(grace) * time.Second))
+				m.SetDeletionTimestamp(&t)
+				g := grace
+				m.SetDeletionGracePeriodSeconds(&g)
+			} else if g := m.GetDeletionGracePeriodSeconds(); g != nil && grace < *g {
+				// A shorter grace period shortens a pending graceful deletion.
+				t := metav1.NewTime(now.Add(time.Duration(grace) * time.Second))
+				m.SetDeletionTimestamp(&t)
+				gg := grace
+				m.SetDeletionGracePeriodSeconds(&gg)
+			}
+			if s.Resource.OnDeleteMarked != nil {
+				s.Resource.OnDeleteMarked(obj)
+			}
+			gone = len(m.GetFinalizers()) == 0 && *m.GetDeletionGracePeriodSeconds() == 0 && !s.retain(obj)
+			return obj, nil
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		if !gone {
+			return out, false, nil
+		}
+	}
+	uid := cm.GetUID()
+	out := s.Resource.NewFunc()
+	if err := s.Storage.Delete(ctx, key, out, &storage.Preconditions{UID: &uid}, nil); err != nil {
+		return nil, false, err
+	}
+	return out, true, nil
+}
+
+func (s *Store) retain(obj runtime.Object) bool {
+	return s.Resource.Retain != nil && s.Resource.Retain(obj)
+}
+
+// deleteFinalizers adds the propagation finalizers a delete asks for.
+func deleteFinalizers(existing []string, opts *metav1.DeleteOptions) []string {
+	fin := slices.Clone(existing)
+	policy := metav1.DeletePropagationBackground
+	if opts.PropagationPolicy != nil {
+		policy = *opts.PropagationPolicy
+	} else if opts.OrphanDependents != nil && *opts.OrphanDependents {
+		policy = metav1.DeletePropagationOrphan
+	}
+	add := func(f string) {
+		if !slices.Contains(fin, f) {
+			fin = append(fin, f)
+		}
+	}
+	remove := func(f string) { fin = slices.DeleteFunc(fin, func(x string) bool { return x == f }) }
+	switch policy {
+	case metav1.DeletePropagationOrphan:
+		add(FinalizerOrphan)
+		remove(FinalizerForeground)
+	case metav1.DeletePropagationForeground:
+		add(FinalizerForeground)
+		remove(FinalizerOrphan)
+	}
+	return fin
+}
+
+// DeleteCollection deletes every object of namespace matching listOpts.
+func (s *Store) DeleteCollection(ctx context.Context, namespace string, opts *metav1.DeleteOptions, listOpts *metav1.ListOptions, wopts WriteOptions) (runtime.Object, error) {
+	list, err := s.List(ctx, namespace, listOpts)
+	if err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	var deleted []runtime.Object
+	for _, item := range items {
+		m, err := meta.Accessor(item)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		o := opts.DeepCopy()
+		if o == nil {
+			o = &metav1.DeleteOptions{}
+		}
+		uid := m.GetUID()
+		if o.Preconditions == nil {
+			o.Preconditions = &metav1.Preconditions{UID: &uid}
+		}
+		obj, _, err := s.Delete(ctx, m.GetNamespace(), m.GetName(), o, wopts)
+		if err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				continue
+			}
+			return nil, err
+		}
+		deleted = append(deleted, obj)
+	}
+	out := s.Resource.NewListFunc()
+	if err := meta.SetList(out, deleted); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return out, nil
+}
+
+// generateName appends Kubernetes-style random suffix characters to base.
+func generateName(base string) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	const maxBase = 63 - 5
+	if len(base) > maxBase {
+		base = base[:maxBase]
+	}
+	var b strings.Builder
+	b.WriteString(base)
+	for range 5 {
+		n, err := rand.Int(rand.Reader, big.NewInt(int64(len(alphabet))))
+		if err != nil {
+			panic(fmt.Sprintf("crypto/rand failed: %v", err))
+		}
+		b.WriteByte(alphabet[n.Int64()])
+	}
+	return b.String()
+}
+
+// UIDPtr is a convenience for preconditions.
+func UIDPtr(u types.UID) *types.UID { return &u }

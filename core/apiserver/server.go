@@ -1,0 +1,278 @@
+// Package apiserver assembles wasmplane's Kubernetes-compatible API server: the handler
+// chain, the director, discovery, health and version endpoints, and every resource.
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	restful "github.com/emicklei/go-restful/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
+	"github.com/wasmplane/wasmplane/core/apiserver/filters"
+	"github.com/wasmplane/wasmplane/core/apiserver/mux"
+	"github.com/wasmplane/wasmplane/core/apiserver/registry"
+	"github.com/wasmplane/wasmplane/core/apiserver/resources"
+	"github.com/wasmplane/wasmplane/core/storage"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+)
+
+// StorageFactory returns the storage of one resource kept under prefix.
+type StorageFactory func(res *registry.Resource, prefix string) (storage.Interface, error)
+
+// Config is what the API server is built from.
+type Config struct {
+	// Scheme knows every served type.
+	Scheme *runtime.Scheme
+	// Storage makes each resource's storage.
+	Storage StorageFactory
+	// Authenticator decides who each request is from; nil = everyone is system:admin.
+	Authenticator filters.Authenticator
+	// Metrics is where request metrics are registered; nil = a private registry.
+	Metrics *prometheus.Registry
+	// MaxRequestBodyBytes bounds request bodies (default 3 MiB).
+	MaxRequestBodyBytes int64
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound concurrency (429 beyond).
+	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	// ExtraHandlers are mounted on the path recorder (exact paths, or prefixes ending in "/").
+	ExtraHandlers map[string]http.Handler
+}
+
+// Server is a built API server.
+type Server struct {
+	// Handler is the full handler chain.
+	Handler http.Handler
+	codecs  *endpoints.Codecs
+	stores  map[schema.GroupResource]*registry.Store
+	groups  []groupVersion
+	metrics *prometheus.Registry
+}
+
+type groupVersion struct {
+	gv        schema.GroupVersion
+	resources []*endpoints.APIResource
+}
+
+// Version is what /version reports: Kubernetes' API level, wasmplane's build.
+func Version() version.Info {
+	return version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2-wasmplane", Platform: "linux/amd64", GoVersion: "go1.26"}
+}
+
+// New builds the server and all its resources.
+func New(cfg Config) (*Server, error) {
+	if cfg.MaxRequestBodyBytes == 0 {
+		cfg.MaxRequestBodyBytes = endpoints.DefaultMaxRequestBodyBytes
+	}
+	if cfg.MaxRequestsInFlight == 0 {
+		cfg.MaxRequestsInFlight = 400
+	}
+	if cfg.MaxMutatingRequestsInFlight == 0 {
+		cfg.MaxMutatingRequestsInFlight = 200
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = prometheus.NewRegistry()
+	}
+	if cfg.Authenticator == nil {
+		cfg.Authenticator = filters.AdminAuthenticator{}
+	}
+	s := &Server{codecs: endpoints.NewCodecs(cfg.Scheme), stores: map[schema.GroupResource]*registry.Store{}, metrics: cfg.Metrics}
+	admission := &registry.Admission{Validate: s.namespaceLifecycle}
+	defs := map[schema.GroupVersion][]resources.Definition{
+		corev1.SchemeGroupVersion: resources.Core(),
+	}
+	for _, d := range resources.Apps() {
+		defs[d.Resource.GroupVersion] = append(defs[d.Resource.GroupVersion], d)
+	}
+	for _, d := range append(resources.Coordination(), resources.Events()...) {
+		defs[d.Resource.GroupVersion] = append(defs[d.Resource.GroupVersion], d)
+	}
+	gvs := make([]schema.GroupVersion, 0, len(defs))
+	for gv := range defs {
+		gvs = append(gvs, gv)
+	}
+	sort.Slice(gvs, func(i, j int) bool { return gvs[i].String() < gvs[j].String() })
+	container := restful.NewContainer()
+	container.Router(restful.CurlyRouter{})
+	container.ServiceErrorHandler(func(se restful.ServiceError, req *restful.Request, resp *restful.Response) {
+		err := endpoints.NotFound()
+		if se.Code == http.StatusMethodNotAllowed {
+			err = apierrors.NewMethodNotSupported(schema.GroupResource{}, req.Request.Method)
+		}
+		s.codecs.WriteError(resp.ResponseWriter, req.Request, err)
+	})
+	for _, gv := range gvs {
+		g := groupVersion{gv: gv}
+		for _, d := range defs[gv] {
+			prefix := "/registry/" + d.Resource.Name
+			if gv.Group != "" && gv.Group != "apps" && gv.Group != "coordination.k8s.io" {
+				prefix = "/registry/" + gv.Group + "/" + d.Resource.Name
+			}
+			st, err := cfg.Storage(d.Resource, prefix)
+			if err != nil {
+				return nil, fmt.Errorf("storage for %s: %w", d.Resource.GroupResource(), err)
+			}
+			store := registry.NewStore(d.Resource, st, prefix)
+			s.stores[d.Resource.GroupResource()] = store
+			scope := &endpoints.Scope{Store: store, Codecs: s.codecs, MaxRequestBodyBytes: cfg.MaxRequestBodyBytes, Admission: admission}
+			a := &endpoints.APIResource{Scope: scope}
+			if d.Subresources != nil {
+				a.Subresources = d.Subresources(scope)
+			}
+			g.resources = append(g.resources, a)
+		}
+		s.groups = append(s.groups, g)
+		ws := endpoints.NewWebService(rootOf(gv), g.resources)
+		s.addVersionDiscovery(ws, g)
+		container.Add(ws)
+	}
+	// Discovery documents live in go-restful too, as in Kubernetes.
+	for _, ws := range s.discoveryServices() {
+		container.Add(ws)
+	}
+	notFound := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { s.codecs.WriteError(w, req, endpoints.NotFound()) })
+	paths := mux.NewPathRecorder(notFound)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+	})
+	for _, p := range []string{"/healthz", "/livez", "/readyz"} {
+		paths.Handle(p, ok)
+		paths.HandlePrefix(p+"/", ok)
+	}
+	paths.Handle("/version", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, Version()) }))
+	paths.Handle("/metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
+	for p, h := range cfg.ExtraHandlers {
+		if strings.HasSuffix(p, "/") {
+			paths.HandlePrefix(p, h)
+		} else {
+			paths.Handle(p, h)
+		}
+	}
+	paths.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, metav1.RootPaths{Paths: append(paths.ListedPaths(), "/api", "/api/v1", "/apis")})
+	}))
+	var h http.Handler = mux.Director{Container: container, NonGoRestful: paths}
+	h = withRequestMetrics(h, cfg.Metrics)
+	h = filters.WithMaxInFlight(h, cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, s.codecs.WriteError)
+	h = filters.WithAuthentication(h, cfg.Authenticator, s.codecs.WriteError)
+	h = filters.WithPanicRecovery(h, s.codecs.WriteError)
+	s.Handler = h
+	return s, nil
+}
+
+func rootOf(gv schema.GroupVersion) string {
+	if gv.Group == "" {
+		return "/api/" + gv.Version
+	}
+	return "/apis/" + gv.Group + "/" + gv.Version
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Store returns the REST store of a resource (for bootstrapping and tests).
+func (s *Server) Store(gr schema.GroupResource) *registry.Store { return s.stores[gr] }
+
+// Groups returns every served group version with its resources.
+func (s *Server) Groups() map[schema.GroupVersion][]*endpoints.APIResource {
+	out := map[schema.GroupVersion][]*endpoints.APIResource{}
+	for _, g := range s.groups {
+		out[g.gv] = g.resources
+	}
+	return out
+}
+
+// namespaceLifecycle refuses creates in a missing or terminating namespace.
+func (s *Server) namespaceLifecycle(ctx context.Context, obj, old runtime.Object) error {
+	if obj == nil || old != nil {
+		return nil
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok || m.GetNamespace() == "" {
+		return nil
+	}
+	if _, isNS := obj.(*corev1.Namespace); isNS {
+		return nil
+	}
+	nsObj, err := s.stores[corev1.Resource("namespaces")].Get(ctx, "", m.GetNamespace(), &metav1.GetOptions{ResourceVersion: "0"})
+	if apierrors.IsNotFound(err) {
+		// The cache may lag a namespace created a moment ago; ask etcd before refusing.
+		nsObj, err = s.stores[corev1.Resource("namespaces")].Get(ctx, "", m.GetNamespace(), nil)
+	}
+	if err != nil {
+		return err
+	}
+	ns := nsObj.(*corev1.Namespace)
+	if ns.Status.Phase == corev1.NamespaceTerminating {
+		gvks, _, _ := s.codecs.Scheme.ObjectKinds(obj)
+		gr := schema.GroupResource{}
+		if len(gvks) > 0 {
+			gr = schema.GroupResource{Group: gvks[0].Group, Resource: strings.ToLower(gvks[0].Kind) + "s"}
+		}
+		return apierrors.NewForbidden(gr, m.GetName(), fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns.Name))
+	}
+	return nil
+}
+
+// EnsureSystemNamespaces creates the namespaces Kubernetes always has.
+func (s *Server) EnsureSystemNamespaces(ctx context.Context) error {
+	store := s.stores[corev1.Resource("namespaces")]
+	for _, name := range resources.SystemNamespaces {
+		_, err := store.Create(ctx, "", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, registry.WriteOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func withRequestMetrics(h http.Handler, reg *prometheus.Registry) http.Handler {
+	total := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "apiserver_request_total", Help: "Counter of apiserver requests by verb and HTTP response code."}, []string{"verb", "code"})
+	dur := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "apiserver_request_duration_seconds", Help: "Response latency distribution in seconds by verb.",
+		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}}, []string{"verb"})
+	reg.MustRegister(total, dur)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		start := time.Now()
+		rw := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		h.ServeHTTP(rw, req)
+		verb := req.Method
+		if req.URL.Query().Get("watch") == "true" {
+			verb = "WATCH"
+		}
+		total.WithLabelValues(verb, fmt.Sprint(rw.code)).Inc()
+		dur.WithLabelValues(verb).Observe(time.Since(start).Seconds())
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Flush passes streaming flushes through (watch needs them).
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -1,0 +1,225 @@
+// Package server assembles wasmplane: embedded or external etcd, storage with watch
+// caches, the API server, and the admin kubeconfig. It is the only package that knows
+// every component.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/wasmplane/wasmplane/core/api"
+	"github.com/wasmplane/wasmplane/core/apiserver"
+	"github.com/wasmplane/wasmplane/core/apiserver/registry"
+	"github.com/wasmplane/wasmplane/core/storage"
+	"github.com/wasmplane/wasmplane/core/storage/etcdserver"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Config is what `wasmplane up` is started with.
+type Config struct {
+	// DataDir holds etcd's data and the kubeconfig (default ./.wasmplane).
+	DataDir string
+	// EtcdServers, when set, are an external etcd cluster; nothing is embedded.
+	EtcdServers []string
+	// BindAddress is the API server's listen address (default 127.0.0.1).
+	BindAddress string
+	// Port is the API server's port (default 6443; 0 picks a free one).
+	Port int
+	// CompactionInterval is how often etcd is compacted (default 5 min).
+	CompactionInterval time.Duration
+	// Logger receives structured logs; nil = slog.Default().
+	Logger *slog.Logger
+}
+
+// Instance is a running wasmplane control plane.
+type Instance struct {
+	url        string
+	kubeconfig string
+	cancel     context.CancelFunc
+	done       chan struct{}
+	err        error
+	closeOnce  sync.Once
+	closers    []func()
+	api        *apiserver.Server
+}
+
+// URL is the API server's base URL.
+func (i *Instance) URL() string { return i.url }
+
+// KubeconfigPath is the admin kubeconfig written for this instance.
+func (i *Instance) KubeconfigPath() string { return i.kubeconfig }
+
+// RESTConfig is an admin client configuration for this instance.
+func (i *Instance) RESTConfig() *rest.Config {
+	return &rest.Config{Host: i.url, QPS: -1}
+}
+
+// APIServer exposes the assembled API server (tests and bootstrapping).
+func (i *Instance) APIServer() *apiserver.Server { return i.api }
+
+// Done is closed when the instance has stopped.
+func (i *Instance) Done() <-chan struct{} { return i.done }
+
+// Err is why the instance stopped (nil after a requested stop).
+func (i *Instance) Err() error { return i.err }
+
+// Close stops everything and waits for it.
+func (i *Instance) Close() {
+	i.closeOnce.Do(func() { i.cancel() })
+	<-i.done
+}
+
+// Start brings the control plane up and returns when it serves requests.
+func Start(ctx context.Context, cfg Config) (*Instance, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = ".wasmplane"
+	}
+	if cfg.BindAddress == "" {
+		cfg.BindAddress = "127.0.0.1"
+	}
+	if cfg.CompactionInterval == 0 {
+		cfg.CompactionInterval = 5 * time.Minute
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating data dir: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	inst := &Instance{cancel: cancel, done: make(chan struct{})}
+	fail := func(err error) (*Instance, error) {
+		cancel()
+		inst.runClosers()
+		close(inst.done)
+		return nil, err
+	}
+	endpoints := cfg.EtcdServers
+	if len(endpoints) == 0 {
+		etcd, err := etcdserver.Start(ctx, etcdserver.Config{DataDir: filepath.Join(cfg.DataDir, "etcd"), Logger: log})
+		if err != nil {
+			return fail(fmt.Errorf("starting embedded etcd: %w", err))
+		}
+		inst.closers = append(inst.closers, etcd.Close)
+		endpoints = etcd.Endpoints()
+	}
+	client, err := storage.NewClient(storage.ClientConfig{Endpoints: endpoints})
+	if err != nil {
+		return fail(fmt.Errorf("connecting to etcd: %w", err))
+	}
+	inst.closers = append(inst.closers, func() { _ = client.Close() })
+	scheme, err := api.NewScheme()
+	if err != nil {
+		return fail(err)
+	}
+	codec := storage.NewCodec(scheme)
+	var cachers []*storage.Cacher
+	factory := func(res *registry.Resource, prefix string) (storage.Interface, error) {
+		etcdStore := storage.NewEtcd(client, storage.ResourceConfig{
+			GroupResource: res.GroupResource(), Prefix: prefix, NewFunc: res.NewFunc, NewListFunc: res.NewListFunc,
+			Codec: codec, GetAttrs: attrsOf(res),
+		}, storage.WithLogger(log))
+		c := storage.NewCacher(etcdStore, storage.CacherConfig{Logger: log})
+		cachers = append(cachers, c)
+		return c, nil
+	}
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := apiserver.New(apiserver.Config{Scheme: scheme, Storage: factory, Metrics: metrics})
+	if err != nil {
+		return fail(fmt.Errorf("building API server: %w", err))
+	}
+	inst.api = srv
+	inst.closers = append(inst.closers, func() {
+		for _, c := range cachers {
+			c.Stop()
+		}
+	})
+	compactor := storage.NewCompactor(client, cfg.CompactionInterval, log)
+	compactor.Start(ctx)
+	inst.closers = append(inst.closers, compactor.Stop)
+	if err := srv.EnsureSystemNamespaces(ctx); err != nil {
+		return fail(err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return fail(fmt.Errorf("listening for the API server: %w", err))
+	}
+	inst.url = "http://" + ln.Addr().String()
+	inst.kubeconfig = filepath.Join(cfg.DataDir, "admin.kubeconfig")
+	if err := writeKubeconfig(inst.kubeconfig, inst.url); err != nil {
+		_ = ln.Close()
+		return fail(err)
+	}
+	hs := &http.Server{Handler: srv.Handler, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 1 << 20}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	go func() {
+		defer close(inst.done)
+		select {
+		case <-ctx.Done():
+		case err := <-serveErr:
+			if !errors.Is(err, http.ErrServerClosed) {
+				inst.err = fmt.Errorf("API server: %w", err)
+			}
+		}
+		shutdownCtx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		// Watches are long-running: close them rather than wait the full timeout.
+		_ = hs.Shutdown(shutdownCtx)
+		_ = hs.Close()
+		cancel()
+		inst.runClosers()
+	}()
+	log.Info("wasmplane API server ready", "url", inst.url, "kubeconfig", inst.kubeconfig, "etcd", endpoints)
+	return inst, nil
+}
+
+func (i *Instance) runClosers() {
+	for j := len(i.closers) - 1; j >= 0; j-- {
+		i.closers[j]()
+	}
+	i.closers = nil
+}
+
+func attrsOf(res *registry.Resource) storage.AttrFunc {
+	if res.GetAttrs != nil {
+		return res.GetAttrs
+	}
+	return nil
+}
+
+// writeKubeconfig writes an admin kubeconfig for url with mode 0600.
+func writeKubeconfig(path, url string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["wasmplane"] = &clientcmdapi.Cluster{Server: url}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["wasmplane"] = &clientcmdapi.Context{Cluster: "wasmplane", AuthInfo: "admin", Namespace: "default"}
+	cfg.CurrentContext = "wasmplane"
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return fmt.Errorf("encoding kubeconfig: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,748 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// CacherConfig tunes a Cacher; zero fields take the defaults.
+type CacherConfig struct {
+	// EventBufferSize is how many recent events are kept for watches that resume from a
+	// resourceVersion; older ones get 410 Expired and relist. Default 10,000.
+	EventBufferSize int
+	// WatcherBufferSize is each watcher's queue; a watcher whose queue stays full is
+	// closed. Default 256.
+	WatcherBufferSize int
+	// DispatchTimeout is how long one dispatch may wait, in total, for full watcher queues
+	// before closing those watchers. Default 100 ms.
+	DispatchTimeout time.Duration
+	// BookmarkInterval is how often watchers that allow bookmarks get one. Default 1 min.
+	BookmarkInterval time.Duration
+	// FreshnessTimeout bounds the wait for the cache to reach a requested revision.
+	// Default 3 s.
+	FreshnessTimeout time.Duration
+	// Logger receives the cacher's messages; nil = slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *CacherConfig) setDefaults() {
+	if c.EventBufferSize <= 0 {
+		c.EventBufferSize = 10000
+	}
+	if c.WatcherBufferSize <= 0 {
+		c.WatcherBufferSize = 256
+	}
+	if c.DispatchTimeout <= 0 {
+		c.DispatchTimeout = 100 * time.Millisecond
+	}
+	if c.BookmarkInterval <= 0 {
+		c.BookmarkInterval = DefaultBookmarkInterval
+	}
+	if c.FreshnessTimeout <= 0 {
+		c.FreshnessTimeout = 3 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// cacheItem is one current object with its selector attributes computed once.
+type cacheItem struct {
+	key    string
+	obj    *CachingObject
+	labels labels.Set
+	fields fields.Set
+}
+
+// cacheEvent is one change, shared by every watcher it is dispatched to.
+type cacheEvent struct {
+	typ  watch.EventType
+	key  string
+	rev  uint64
+	obj  *cacheItem // the new state; for Deleted the last state stamped with rev
+	prev *cacheItem // the state before, nil on Added
+}
+
+// Cacher is an Interface that keeps one etcd watch per resource and serves watches, and
+// lists and gets that allow it, from memory. Writes go to the underlying Etcd store.
+type Cacher struct {
+	store *Etcd
+	cfg   ResourceConfig
+	opts  CacherConfig
+	log   *slog.Logger
+	attrs AttrFunc
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	progressReq chan struct{}
+
+	mu        sync.RWMutex
+	ready     bool
+	readyCh   chan struct{} // closed while ready
+	rev       uint64        // every event up to rev is applied
+	revCh     chan struct{} // closed (and replaced) when rev advances
+	items     map[string]*cacheItem
+	ring      []*cacheEvent
+	ringHead  int // index of the oldest event
+	ringLen   int
+	oldestRev uint64 // every event after oldestRev is in the ring
+	watchers  map[*cacheWatcher]struct{}
+	wlist     []*cacheWatcher // copy-on-write view of watchers for the dispatcher
+}
+
+var _ Interface = (*Cacher)(nil)
+
+// NewCacher starts a cache of store's resource; Stop ends it and all its watches.
+func NewCacher(store *Etcd, opts CacherConfig) *Cacher {
+	opts.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := store.Config()
+	attrs := cfg.GetAttrs
+	if attrs == nil {
+		attrs = DefaultAttrs
+	}
+	c := &Cacher{
+		store: store, cfg: cfg, opts: opts, log: opts.Logger, attrs: attrs,
+		ctx: ctx, cancel: cancel,
+		progressReq: make(chan struct{}, 1),
+		readyCh:     make(chan struct{}),
+		revCh:       make(chan struct{}),
+		items:       map[string]*cacheItem{},
+		ring:        make([]*cacheEvent, opts.EventBufferSize),
+		watchers:    map[*cacheWatcher]struct{}{},
+	}
+	c.wg.Add(1)
+	go c.run()
+	return c
+}
+
+// Stop ends the etcd watch and every watcher, and waits for their goroutines.
+func (c *Cacher) Stop() {
+	c.cancel()
+	c.wg.Wait()
+}
+
+// Ready waits until the cache has its first complete state.
+func (c *Cacher) Ready(ctx context.Context) error {
+	c.mu.RLock()
+	ch := c.readyCh
+	c.mu.RUnlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("storage: cache of %s not ready: %w", c.cfg.GroupResource, ctx.Err())
+	case <-c.ctx.Done():
+		return fmt.Errorf("storage: cache of %s stopped", c.cfg.GroupResource)
+	}
+}
+
+func (c *Cacher) prefix() string {
+	p := c.cfg.Prefix
+	if !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	return p
+}
+
+func (c *Cacher) run() {
+	defer c.wg.Done()
+	defer c.terminateAll()
+	backoff := 100 * time.Millisecond
+	for c.ctx.Err() == nil {
+		rev, err := c.relist()
+		if err == nil {
+			backoff = 100 * time.Millisecond
+			err = c.watch(rev)
+		}
+		c.setUnready()
+		if c.ctx.Err() != nil {
+			return
+		}
+		c.log.Warn("watch cache restarting", "resource", c.cfg.GroupResource.String(), "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-c.ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// relist reads the whole prefix at one revision and makes it the cache's state.
+func (c *Cacher) relist() (uint64, error) {
+	prefix := c.prefix()
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	items := map[string]*cacheItem{}
+	var rev int64
+	start := prefix
+	for {
+		resp, err := c.store.client.Get(c.ctx, start, clientv3.WithRange(end), clientv3.WithLimit(maxListBatch),
+			clientv3.WithRev(rev))
+		if err != nil {
+			return 0, fmt.Errorf("storage: cache relist %s: %w", prefix, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			it, err := c.newItem(string(kv.Key), kv.Value, kv.ModRevision)
+			if err != nil {
+				c.log.Error("watch cache: undecodable object skipped", "key", string(kv.Key), "err", err)
+				continue
+			}
+			items[it.key] = it
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	c.mu.Lock()
+	c.items = items
+	c.rev = uint64(rev)
+	c.oldestRev = uint64(rev)
+	c.ringHead, c.ringLen = 0, 0
+	clear(c.ring)
+	c.ready = true
+	close(c.readyCh)
+	c.advanceLocked()
+	c.mu.Unlock()
+	return uint64(rev), nil
+}
+
+func (c *Cacher) newItem(key string, data []byte, rev int64) (*cacheItem, error) {
+	obj := c.cfg.NewFunc()
+	if err := c.store.decode(key, data, rev, obj); err != nil {
+		return nil, err
+	}
+	l, f, err := c.attrs(obj)
+	if err != nil {
+		return nil, fmt.Errorf("storage: attrs of %s: %w", key, err)
+	}
+	return &cacheItem{key: key, obj: NewCachingObject(obj), labels: l, fields: f}, nil
+}
+
+func (c *Cacher) setUnready() {
+	c.mu.Lock()
+	if c.ready {
+		c.ready = false
+		c.readyCh = make(chan struct{})
+	}
+	c.mu.Unlock()
+	// Watchers could miss events across a relist: they rewatch (and relist on 410).
+	c.terminateAll()
+}
+
+func (c *Cacher) terminateAll() {
+	c.mu.Lock()
+	ws := c.wlist
+	c.watchers = map[*cacheWatcher]struct{}{}
+	c.wlist = nil
+	c.mu.Unlock()
+	for _, w := range ws {
+		w.kill()
+	}
+}
+
+// advanceLocked wakes everyone waiting for the revision to move.
+func (c *Cacher) advanceLocked() {
+	close(c.revCh)
+	c.revCh = make(chan struct{})
+}
+
+// watch follows etcd from rev and applies events until the watch breaks.
+func (c *Cacher) watch(rev uint64) error {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(c.ctx))
+	defer cancel()
+	wch := c.store.client.Watch(ctx, c.prefix(), clientv3.WithPrefix(), clientv3.WithRev(int64(rev)+1),
+		clientv3.WithProgressNotify())
+	bookmarks := time.NewTicker(c.opts.BookmarkInterval)
+	defer bookmarks.Stop()
+	requestProgress := func() {
+		if err := c.store.client.RequestProgress(ctx); err != nil && ctx.Err() == nil {
+			c.log.Debug("watch cache: progress request failed", "err", err)
+		}
+	}
+	for {
+		select {
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		case <-c.progressReq:
+			requestProgress()
+		case <-bookmarks.C:
+			// Ask etcd first, so that the next bookmarks carry a recent revision even when
+			// this resource is idle.
+			requestProgress()
+			c.dispatchBookmark()
+		case wres, ok := <-wch:
+			if !ok {
+				return errors.New("storage: cache watch closed")
+			}
+			if wres.CompactRevision != 0 {
+				return fmt.Errorf("storage: cache watch compacted at %d", wres.CompactRevision)
+			}
+			if err := wres.Err(); err != nil {
+				return fmt.Errorf("storage: cache watch: %w", err)
+			}
+			if wres.IsProgressNotify() {
+				c.mu.Lock()
+				if r := uint64(wres.Header.Revision); r > c.rev {
+					c.rev = r
+					c.advanceLocked()
+				}
+				c.mu.Unlock()
+				continue
+			}
+			c.apply(wres.Events)
+		}
+	}
+}
+
+// apply decodes events outside the lock, applies them in order, then dispatches them.
+func (c *Cacher) apply(events []*clientv3.Event) {
+	type decoded struct {
+		e    *clientv3.Event
+		item *cacheItem
+	}
+	ds := make([]decoded, 0, len(events))
+	for _, e := range events {
+		d := decoded{e: e}
+		if e.Type == clientv3.EventTypePut {
+			it, err := c.newItem(string(e.Kv.Key), e.Kv.Value, e.Kv.ModRevision)
+			if err != nil {
+				c.log.Error("watch cache: undecodable object skipped", "key", string(e.Kv.Key), "err", err)
+				continue
+			}
+			d.item = it
+		}
+		ds = append(ds, d)
+	}
+	out := make([]*cacheEvent, 0, len(ds))
+	c.mu.Lock()
+	for _, d := range ds {
+		key, rev := string(d.e.Kv.Key), uint64(d.e.Kv.ModRevision)
+		prev := c.items[key]
+		ev := &cacheEvent{key: key, rev: rev, prev: prev}
+		switch {
+		case d.item != nil:
+			c.items[key] = d.item
+			ev.obj, ev.typ = d.item, watch.Modified
+			if prev == nil {
+				ev.typ = watch.Added
+			}
+		case prev != nil:
+			delete(c.items, key)
+			last := prev.obj.shared().DeepCopyObject()
+			if err := setRV(last, int64(rev)); err != nil {
+				continue
+			}
+			ev.typ = watch.Deleted
+			ev.obj = &cacheItem{key: key, obj: NewCachingObject(last), labels: prev.labels, fields: prev.fields}
+		default:
+			continue
+		}
+		c.pushLocked(ev)
+		if rev > c.rev {
+			c.rev = rev
+		}
+		out = append(out, ev)
+	}
+	c.advanceLocked()
+	ws := c.wlist
+	c.mu.Unlock()
+	for _, ev := range out {
+		c.dispatch(ws, ev)
+	}
+}
+
+func (c *Cacher) pushLocked(ev *cacheEvent) {
+	n := len(c.ring)
+	if c.ringLen == n {
+		c.oldestRev = c.ring[c.ringHead].rev
+		c.ring[c.ringHead] = nil
+		c.ringHead = (c.ringHead + 1) % n
+		c.ringLen--
+	}
+	c.ring[(c.ringHead+c.ringLen)%n] = ev
+	c.ringLen++
+}
+
+// eventsAfterLocked returns the ring's events with a revision above rev, oldest first.
+func (c *Cacher) eventsAfterLocked(rev uint64) []*cacheEvent {
+	n := len(c.ring)
+	i := sort.Search(c.ringLen, func(i int) bool { return c.ring[(c.ringHead+i)%n].rev > rev })
+	out := make([]*cacheEvent, 0, c.ringLen-i)
+	for ; i < c.ringLen; i++ {
+		out = append(out, c.ring[(c.ringHead+i)%n])
+	}
+	return out
+}
+
+// dispatch queues ev to every watcher without waiting; watchers whose queue is full get
+// a shared, bounded grace period and are closed if they still cannot take it.
+func (c *Cacher) dispatch(ws []*cacheWatcher, ev *cacheEvent) {
+	var blocked []*cacheWatcher
+	for _, w := range ws {
+		if !w.wants(ev) {
+			continue
+		}
+		select {
+		case w.input <- ev:
+		default:
+			blocked = append(blocked, w)
+		}
+	}
+	if len(blocked) == 0 {
+		return
+	}
+	timer := time.NewTimer(c.opts.DispatchTimeout)
+	defer timer.Stop()
+	expired := false
+	for _, w := range blocked {
+		if !expired {
+			select {
+			case w.input <- ev:
+				continue
+			case <-w.stopped:
+				continue
+			case <-w.killed:
+				continue
+			case <-timer.C:
+				expired = true
+			}
+		}
+		c.log.Info("watch cache: closing a watcher that does not keep up", "resource", c.cfg.GroupResource.String())
+		c.removeWatcher(w)
+		w.kill()
+	}
+}
+
+func (c *Cacher) dispatchBookmark() {
+	c.mu.RLock()
+	ev := &cacheEvent{typ: watch.Bookmark, rev: c.rev}
+	ws := c.wlist
+	c.mu.RUnlock()
+	for _, w := range ws {
+		if !w.mode.bookmarks {
+			continue
+		}
+		select {
+		case w.input <- ev:
+		default: // bookmarks are optional; never wait for one
+		}
+	}
+}
+
+func (c *Cacher) addWatcherLocked(w *cacheWatcher) {
+	c.watchers[w] = struct{}{}
+	c.wlist = append(append([]*cacheWatcher(nil), c.wlist...), w)
+}
+
+func (c *Cacher) removeWatcher(w *cacheWatcher) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.watchers[w]; !ok {
+		return
+	}
+	delete(c.watchers, w)
+	nl := make([]*cacheWatcher, 0, len(c.wlist))
+	for _, x := range c.wlist {
+		if x != w {
+			nl = append(nl, x)
+		}
+	}
+	c.wlist = nl
+}
+
+// requestProgress asks the run loop for an etcd progress notification.
+func (c *Cacher) requestProgress() {
+	select {
+	case c.progressReq <- struct{}{}:
+	default:
+	}
+}
+
+// waitFresh waits until the cache has applied everything up to rev. It reports false on
+// timeout, or an error when ctx ends.
+func (c *Cacher) waitFresh(ctx context.Context, rev uint64) (bool, error) {
+	timer := time.NewTimer(c.opts.FreshnessTimeout)
+	defer timer.Stop()
+	asked := false
+	for {
+		c.mu.RLock()
+		ok, ready, ch := c.ready && c.rev >= rev, c.ready, c.revCh
+		c.mu.RUnlock()
+		if ok {
+			return true, nil
+		}
+		if ready && !asked {
+			c.requestProgress()
+			asked = true
+		}
+		select {
+		case <-ch:
+			asked = false
+		case <-timer.C:
+			return false, nil
+		case <-ctx.Done():
+			return false, fmt.Errorf("storage: waiting for cache: %w", ctx.Err())
+		case <-c.ctx.Done():
+			return false, errors.New("storage: cache stopped")
+		}
+	}
+}
+
+func (c *Cacher) isReady() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.ready
+}
+
+// Create implements Interface by writing to etcd.
+func (c *Cacher) Create(ctx context.Context, key string, obj, out runtime.Object) error {
+	return c.store.Create(ctx, key, obj, out)
+}
+
+// GuaranteedUpdate implements Interface by writing to etcd.
+func (c *Cacher) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
+	preconditions *Preconditions, tryUpdate UpdateFunc) error {
+	return c.store.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate)
+}
+
+// Delete implements Interface by writing to etcd.
+func (c *Cacher) Delete(ctx context.Context, key string, out runtime.Object, preconditions *Preconditions,
+	validate ValidateObjectFunc) error {
+	return c.store.Delete(ctx, key, out, preconditions, validate)
+}
+
+// CurrentResourceVersion implements Interface: the cache's revision once it is ready.
+func (c *Cacher) CurrentResourceVersion(ctx context.Context) (uint64, error) {
+	c.mu.RLock()
+	ready, rev := c.ready, c.rev
+	c.mu.RUnlock()
+	if !ready {
+		return c.store.CurrentResourceVersion(ctx)
+	}
+	return rev, nil
+}
+
+// Get implements Interface: resourceVersion "" reads etcd (consistent), anything else is
+// served from the cache once it has reached that revision.
+func (c *Cacher) Get(ctx context.Context, key string, opts GetOptions, out runtime.Object) error {
+	if opts.ResourceVersion == "" || !c.isReady() {
+		return c.store.Get(ctx, key, opts, out)
+	}
+	rv, err := parseRV(opts.ResourceVersion)
+	if err != nil {
+		return err
+	}
+	if ok, err := c.waitFresh(ctx, rv); err != nil {
+		return err
+	} else if !ok {
+		return NewTooLargeResourceVersionError(rv, c.currentRev(), 1)
+	}
+	c.mu.RLock()
+	it := c.items[key]
+	c.mu.RUnlock()
+	if it == nil {
+		if opts.IgnoreNotFound {
+			return runtime.SetZeroValue(out)
+		}
+		return errNotFound(c.cfg.GroupResource, key)
+	}
+	// A deep copy: the caller owns out, the cached object is shared.
+	src := reflect.ValueOf(it.obj.shared().DeepCopyObject())
+	dst := reflect.ValueOf(out)
+	if dst.Kind() != reflect.Pointer || dst.Type() != src.Type() {
+		return fmt.Errorf("storage: get %s: cannot decode into %T", key, out)
+	}
+	dst.Elem().Set(src.Elem())
+	return nil
+}
+
+func (c *Cacher) currentRev() uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.rev
+}
+
+// GetList implements Interface. Unpaged lists are served from the cache: "0" at once, ""
+// after the cache caught up with etcd's current revision (etcd serves it when that takes
+// too long), N once the cache reached N. Paged and Exact lists go to etcd. The items are
+// shallow copies of shared cached objects: callers must not mutate them.
+func (c *Cacher) GetList(ctx context.Context, key string, opts ListOptions, listObj runtime.Object) error {
+	if opts.Predicate.Limit > 0 || opts.Predicate.Continue != "" ||
+		opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact || !c.isReady() {
+		return c.store.GetList(ctx, key, opts, listObj)
+	}
+	rv, err := parseRV(opts.ResourceVersion)
+	if err != nil {
+		return err
+	}
+	if opts.ResourceVersion == "" {
+		cur, err := c.store.CurrentResourceVersion(ctx)
+		if err != nil {
+			return err
+		}
+		if ok, err := c.waitFresh(ctx, cur); err != nil {
+			return err
+		} else if !ok {
+			return c.store.GetList(ctx, key, opts, listObj)
+		}
+	} else if rv > 0 {
+		if ok, err := c.waitFresh(ctx, rv); err != nil {
+			return err
+		} else if !ok {
+			return NewTooLargeResourceVersionError(rv, c.currentRev(), 1)
+		}
+	}
+	mode, err := newWatchMode(key, opts, c.cfg.GetAttrs)
+	if err != nil {
+		return err
+	}
+	var sel []*cacheItem
+	c.mu.RLock()
+	listRev := c.rev
+	if opts.Recursive {
+		for k, it := range c.items {
+			if strings.HasPrefix(k, mode.keyPrefix) && mode.matcher.matchItem(it) {
+				sel = append(sel, it)
+			}
+		}
+	} else if it := c.items[key]; it != nil && mode.matcher.matchItem(it) {
+		sel = append(sel, it)
+	}
+	c.mu.RUnlock()
+	sort.Slice(sel, func(i, j int) bool { return sel[i].key < sel[j].key })
+	objs := make([]runtime.Object, len(sel))
+	for i, it := range sel {
+		objs[i] = it.obj.shared()
+	}
+	if err := meta.SetList(listObj, objs); err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	lm, err := meta.ListAccessor(listObj)
+	if err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	lm.SetResourceVersion(fmt.Sprint(listRev))
+	lm.SetContinue("")
+	lm.SetRemainingItemCount(nil)
+	return nil
+}
+
+// matchItem uses the attributes computed when the item was cached, unless the predicate
+// brings its own attribute function.
+func (m matcher) matchItem(it *cacheItem) bool {
+	if m.empty {
+		return true
+	}
+	if m.pred.GetAttrs != nil {
+		return m.matches(it.obj.shared())
+	}
+	return m.matchesAttrs(it.labels, it.fields)
+}
+
+// Watch implements Interface from the cache: replay of recent events for a
+// resourceVersion, or the current state first for ""/"0"/sendInitialEvents.
+func (c *Cacher) Watch(ctx context.Context, key string, opts ListOptions) (watch.Interface, error) {
+	mode, err := newWatchMode(key, opts, c.cfg.GetAttrs)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitReadyFor(ctx); err != nil {
+		return nil, err
+	}
+	// A watch-list from "" must start from a state at least as fresh as etcd's.
+	need := mode.fromRV
+	if mode.initial {
+		need = mode.minInitialRev
+		if opts.ResourceVersion == "" {
+			cur, err := c.store.CurrentResourceVersion(ctx)
+			if err != nil {
+				return nil, err
+			}
+			need = cur
+		}
+	}
+	if need > 0 {
+		if ok, err := c.waitFresh(ctx, need); err != nil {
+			return nil, err
+		} else if !ok {
+			return nil, NewTooLargeResourceVersionError(need, c.currentRev(), 1)
+		}
+	}
+	w := &cacheWatcher{
+		c: c, mode: mode,
+		input:   make(chan *cacheEvent, c.opts.WatcherBufferSize),
+		result:  make(chan watch.Event),
+		stopped: make(chan struct{}),
+		killed:  make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	var (
+		initial []*cacheItem
+		replay  []*cacheEvent
+	)
+	c.mu.Lock()
+	if !c.ready {
+		c.mu.Unlock()
+		return nil, apierrors.NewTooManyRequests("storage is (re)initializing", 1)
+	}
+	if mode.initial {
+		for k, it := range c.items {
+			if mode.covers(k) {
+				initial = append(initial, it)
+			}
+		}
+	} else {
+		if mode.fromRV < c.oldestRev {
+			oldest := c.oldestRev
+			c.mu.Unlock()
+			return nil, errTooOldRV(mode.fromRV, oldest)
+		}
+		replay = c.eventsAfterLocked(mode.fromRV)
+	}
+	w.startRev = c.rev
+	c.addWatcherLocked(w)
+	c.mu.Unlock()
+	if len(initial) > 1 {
+		sort.Slice(initial, func(i, j int) bool { return initial[i].key < initial[j].key })
+	}
+	c.wg.Add(1)
+	go w.run(ctx, initial, replay)
+	return w, nil
+}
+
+// waitReadyFor waits a little for a (re)initializing cache, then answers 429 as
+// Kubernetes does, so that clients retry.
+func (c *Cacher) waitReadyFor(ctx context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, c.opts.FreshnessTimeout)
+	defer cancel()
+	if err := c.Ready(wctx); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("storage: watch: %w", ctx.Err())
+		}
+		return apierrors.NewTooManyRequests("storage is (re)initializing", 1)
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+package storage
+
+import (
+	"fmt"
+	"path"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// OptimisticLockErrorMsg is Kubernetes' message for a write based on a stale object.
+const OptimisticLockErrorMsg = "the object has been modified; please apply your changes to the latest version and try again"
+
+// nameOf is the object name of a key: its last segment.
+func nameOf(key string) string { return path.Base(key) }
+
+func errNotFound(gr schema.GroupResource, key string) error {
+	return apierrors.NewNotFound(gr, nameOf(key))
+}
+
+func errConflict(gr schema.GroupResource, key, msg string) error {
+	return apierrors.NewConflict(gr, nameOf(key), fmt.Errorf("%s", msg))
+}
+
+// NewTooLargeResourceVersionError is the 504 Kubernetes returns when a client asks for a
+// revision the store has not reached; client-go recognizes it by its cause.
+func NewTooLargeResourceVersionError(want, current uint64, retrySeconds int) error {
+	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", want, current), retrySeconds)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{
+		Type:    metav1.CauseTypeResourceVersionTooLarge,
+		Message: "Too large resource version",
+	}}
+	return err
+}
+
+// errTooOldRV is the 410 a watch from a revision no longer available gets.
+func errTooOldRV(want, oldest uint64) error {
+	return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", want, oldest))
+}
+
+const (
+	msgContinueExpired = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."
+	msgListExpired     = "The resourceVersion for the provided list is too old."
+)
