@@ -5,6 +5,7 @@ package api
 import (
 	"fmt"
 
+	wasmv1alpha1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -27,6 +28,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		coordinationv1.AddToScheme,
 		eventsv1.AddToScheme,
 		metav1.AddMetaToScheme,
+		wasmv1alpha1.AddToScheme,
 	}
 	for _, add := range adders {
 		if err := add(s); err != nil {

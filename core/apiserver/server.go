@@ -20,6 +20,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	"github.com/wasmplane/wasmplane/core/apiserver/resources"
 	"github.com/wasmplane/wasmplane/core/storage"
+	"github.com/wasmplane/wasmplane/core/storage/blobs"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +46,8 @@ type Config struct {
 	MaxRequestBodyBytes int64
 	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound concurrency (429 beyond).
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	// Blobs keeps uploaded WASM modules; nil = no module store.
+	Blobs *blobs.Store
 	// ExtraHandlers are mounted on the path recorder (exact paths, or prefixes ending in "/").
 	ExtraHandlers map[string]http.Handler
 }
@@ -94,7 +97,9 @@ func New(cfg Config) (*Server, error) {
 	for _, d := range resources.Apps() {
 		defs[d.Resource.GroupVersion] = append(defs[d.Resource.GroupVersion], d)
 	}
-	for _, d := range append(resources.Coordination(), resources.Events()...) {
+	extra := append(resources.Coordination(), resources.Events()...)
+	extra = append(extra, resources.Wasmplane(cfg.Blobs)...)
+	for _, d := range extra {
 		defs[d.Resource.GroupVersion] = append(defs[d.Resource.GroupVersion], d)
 	}
 	gvs := make([]schema.GroupVersion, 0, len(defs))
@@ -115,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 		g := groupVersion{gv: gv}
 		for _, d := range defs[gv] {
 			prefix := "/registry/" + d.Resource.Name
-			if gv.Group != "" && gv.Group != "apps" && gv.Group != "coordination.k8s.io" {
+			if gv.Group != "" && gv.Group != "apps" && gv.Group != "coordination.k8s.io" && gv.Group != "wasmplane.io" {
 				prefix = "/registry/" + gv.Group + "/" + d.Resource.Name
 			}
 			st, err := cfg.Storage(d.Resource, prefix)
@@ -128,6 +133,9 @@ func New(cfg Config) (*Server, error) {
 			a := &endpoints.APIResource{Scope: scope}
 			if d.Subresources != nil {
 				a.Subresources = d.Subresources(scope)
+			}
+			if d.CreateHandler != nil {
+				a.CreateHandler = d.CreateHandler(scope)
 			}
 			g.resources = append(g.resources, a)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/apiserver"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	"github.com/wasmplane/wasmplane/core/storage"
+	"github.com/wasmplane/wasmplane/core/storage/blobs"
 	"github.com/wasmplane/wasmplane/core/storage/etcdserver"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -54,6 +55,7 @@ type Instance struct {
 	closeOnce  sync.Once
 	closers    []func()
 	api        *apiserver.Server
+	etcd       []string
 }
 
 // URL is the API server's base URL.
@@ -66,6 +68,10 @@ func (i *Instance) KubeconfigPath() string { return i.kubeconfig }
 func (i *Instance) RESTConfig() *rest.Config {
 	return &rest.Config{Host: i.url, QPS: -1}
 }
+
+// EtcdEndpoints are the client URLs of the etcd the instance stores into (tests compact
+// and inspect etcd directly through them).
+func (i *Instance) EtcdEndpoints() []string { return append([]string(nil), i.etcd...) }
 
 // APIServer exposes the assembled API server (tests and bootstrapping).
 func (i *Instance) APIServer() *apiserver.Server { return i.api }
@@ -117,6 +123,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		inst.closers = append(inst.closers, etcd.Close)
 		endpoints = etcd.Endpoints()
 	}
+	inst.etcd = endpoints
 	client, err := storage.NewClient(storage.ClientConfig{Endpoints: endpoints})
 	if err != nil {
 		return fail(fmt.Errorf("connecting to etcd: %w", err))
@@ -139,7 +146,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	}
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := apiserver.New(apiserver.Config{Scheme: scheme, Storage: factory, Metrics: metrics})
+	srv, err := apiserver.New(apiserver.Config{Scheme: scheme, Storage: factory, Metrics: metrics, Blobs: blobs.New(client, "/wasmplane/blobs")})
 	if err != nil {
 		return fail(fmt.Errorf("building API server: %w", err))
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -93,6 +94,8 @@ type Cacher struct {
 	wg     sync.WaitGroup
 
 	progressReq chan struct{}
+	// fallbacks counts consistent lists etcd had to serve because the cache lagged.
+	fallbacks atomic.Int64
 
 	mu        sync.RWMutex
 	ready     bool
@@ -414,6 +417,7 @@ func (c *Cacher) dispatch(ws []*cacheWatcher, ev *cacheEvent) {
 	if len(blocked) == 0 {
 		return
 	}
+	debugBlocked.Add(int64(len(blocked)))
 	timer := time.NewTimer(c.opts.DispatchTimeout)
 	defer timer.Stop()
 	expired := false
@@ -606,6 +610,7 @@ func (c *Cacher) GetList(ctx context.Context, key string, opts ListOptions, list
 		if ok, err := c.waitFresh(ctx, cur); err != nil {
 			return err
 		} else if !ok {
+			c.fallbacks.Add(1)
 			return c.store.GetList(ctx, key, opts, listObj)
 		}
 	} else if rv > 0 {
@@ -694,7 +699,7 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts ListOptions) (watch
 	w := &cacheWatcher{
 		c: c, mode: mode,
 		input:   make(chan *cacheEvent, c.opts.WatcherBufferSize),
-		result:  make(chan watch.Event),
+		result:  make(chan watch.Event, 16),
 		stopped: make(chan struct{}),
 		killed:  make(chan struct{}),
 		done:    make(chan struct{}),
@@ -746,3 +751,5 @@ func (c *Cacher) waitReadyFor(ctx context.Context) error {
 	}
 	return nil
 }
+
+var debugBlocked atomic.Int64

@@ -401,6 +401,14 @@ func (s *Scope) WriteOptionsFor(req *http.Request) registry.WriteOptions {
 
 // Custom serves a subresource whose handler decodes its own body type.
 func (s *Scope) Custom(w http.ResponseWriter, req *http.Request, code int, fn func(ctx context.Context, body func(into runtime.Object) error) (runtime.Object, error)) {
+	s.CustomCode(w, req, func(ctx context.Context, body func(runtime.Object) error, _ func() ([]byte, error)) (runtime.Object, int, error) {
+		obj, err := fn(ctx, body)
+		return obj, code, err
+	})
+}
+
+// CustomCode is Custom for handlers that choose the status code or read the raw body.
+func (s *Scope) CustomCode(w http.ResponseWriter, req *http.Request, fn func(ctx context.Context, body func(into runtime.Object) error, raw func() ([]byte, error)) (runtime.Object, int, error)) {
 	out, err := s.Codecs.NegotiateOutput(req)
 	if err != nil {
 		s.Codecs.WriteError(w, req, err)
@@ -410,8 +418,9 @@ func (s *Scope) Custom(w http.ResponseWriter, req *http.Request, code int, fn fu
 		s.Codecs.WriteError(w, req, err)
 		return
 	}
+	raw := func() ([]byte, error) { return s.readBody(req) }
 	body := func(into runtime.Object) error {
-		data, err := s.readBody(req)
+		data, err := raw()
 		if err != nil {
 			return err
 		}
@@ -422,9 +431,13 @@ func (s *Scope) Custom(w http.ResponseWriter, req *http.Request, code int, fn fu
 		_, err = s.decodeObject(w, req, data, gvks[0], into)
 		return err
 	}
-	obj, err := fn(req.Context(), body)
+	obj, code, err := fn(req.Context(), body, raw)
 	if err != nil {
 		s.Codecs.WriteError(w, req, err)
+		return
+	}
+	if out.As != "" {
+		s.writeResult(w, req, out, code, obj)
 		return
 	}
 	gvks, _, err := s.Codecs.Scheme.ObjectKinds(obj)

@@ -30,6 +30,9 @@ type APIResource struct {
 	Scope *Scope
 	// Subresources served below each object.
 	Subresources []Subresource
+	// CreateHandler, when set, replaces the generic create (a resource whose POST body
+	// is not the object itself, such as an uploaded module).
+	CreateHandler HandlerFunc
 }
 
 // StatusSubresource serves get/update/patch of an object's status with strategy.
@@ -66,7 +69,11 @@ func install(ws *restful.WebService, a *APIResource) {
 	}
 	for _, p := range prefixes {
 		ws.Route(ws.GET(p).To(wrap(a.Scope.ListOrWatch)).Operation("list" + res.Kind))
-		ws.Route(ws.POST(p).To(wrap(a.Scope.Create)).Operation("create" + res.Kind))
+		create := a.Scope.Create
+		if a.CreateHandler != nil {
+			create = a.CreateHandler
+		}
+		ws.Route(ws.POST(p).To(wrap(create)).Operation("create" + res.Kind))
 		ws.Route(ws.DELETE(p).To(wrap(a.Scope.DeleteCollection)).Operation("deletecollection" + res.Kind))
 		item := p + "/{name}"
 		ws.Route(ws.GET(item).To(wrap(a.Scope.Get)).Operation("read" + res.Kind))

@@ -27,6 +27,8 @@ type Definition struct {
 	Resource *registry.Resource
 	// Subresources builds the subresources on the resource's scope.
 	Subresources func(s *endpoints.Scope) []endpoints.Subresource
+	// CreateHandler, when set, replaces the generic create.
+	CreateHandler func(s *endpoints.Scope) endpoints.HandlerFunc
 }
 
 func labelsSet(m map[string]string) labels.Set { return labels.Set(m) }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -43,6 +44,7 @@ type Server struct {
 	etcd      *embed.Etcd
 	endpoints []string
 	log       *slog.Logger
+	closing   *atomic.Bool
 }
 
 // Start launches an etcd member and returns once it serves clients.
@@ -83,8 +85,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	ec.TickMs = 10
 	ec.ElectionMs = 100
 	ec.MaxRequestBytes = 8 << 20
-	zl := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
-		zapcore.Lock(os.Stderr), zapcore.ErrorLevel))
+	closing := &atomic.Bool{}
+	zl := zap.New(quietCore{Core: zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
+		zapcore.Lock(os.Stderr), zapcore.ErrorLevel), closing: closing})
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zl)
 	ec.LogLevel = "error"
 
@@ -110,7 +113,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		e.Close()
 		return nil, fmt.Errorf("etcdserver: %w", ctx.Err())
 	}
-	s := &Server{etcd: e, endpoints: []string{clientURL.String()}, log: log}
+	s := &Server{etcd: e, endpoints: []string{clientURL.String()}, log: log, closing: closing}
 	log.Info("embedded etcd ready", "dataDir", cfg.DataDir, "endpoints", s.endpoints)
 	return s, nil
 }
@@ -123,6 +126,8 @@ func (s *Server) Err() <-chan error { return s.etcd.Err() }
 
 // Close stops the member gracefully; acknowledged writes are on disk.
 func (s *Server) Close() {
+	// Shutting down makes etcd's listeners report errors that are expected: silence them.
+	s.closing.Store(true)
 	s.etcd.Close()
 	s.log.Info("embedded etcd stopped")
 }
@@ -145,4 +150,21 @@ func urlOrFree(u string) (*url.URL, error) {
 		return nil, fmt.Errorf("etcdserver: free port: %w", err)
 	}
 	return &url.URL{Scheme: "http", Host: addr}, nil
+}
+
+// quietCore drops etcd's log entries once the server is closing.
+type quietCore struct {
+	zapcore.Core
+	closing *atomic.Bool
+}
+
+func (c quietCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.closing.Load() || !c.Enabled(e.Level) {
+		return ce
+	}
+	return ce.AddCore(e, c)
+}
+
+func (c quietCore) With(fields []zapcore.Field) zapcore.Core {
+	return quietCore{Core: c.Core.With(fields), closing: c.closing}
 }

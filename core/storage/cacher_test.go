@@ -1,0 +1,260 @@
+package storage
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+func TestCacherList(t *testing.T) {
+	c := newTestCacher(t, CacherConfig{FreshnessTimeout: 2 * time.Second})
+	ctx := testCtx(t)
+	createPods(t, c, c.cfg, "ns", 100)
+	createPods(t, c, c.cfg, "other", 3)
+	// A consistent list (rv "") sees a write acknowledged just before it.
+	last := &corev1.Pod{}
+	if err := c.Create(ctx, podKey(c.cfg, "ns", "zz-last"), pod("ns", "zz-last", nil), last); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		key  string
+		opts ListOptions
+		want int
+	}{
+		{"consistent", c.cfg.Prefix + "/ns/", ListOptions{Recursive: true}, 101},
+		{"any", c.cfg.Prefix + "/ns", ListOptions{Recursive: true, ResourceVersion: "0"}, -1},
+		{"not older than", c.cfg.Prefix + "/ns/", ListOptions{Recursive: true, ResourceVersion: last.ResourceVersion,
+			ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}, 101},
+		{"selector", c.cfg.Prefix + "/", ListOptions{Recursive: true,
+			Predicate: SelectionPredicate{Label: labels.SelectorFromSet(labels.Set{"parity": "odd"})}}, 51},
+		{"single key", podKey(c.cfg, "ns", "p-00007"), ListOptions{}, 1},
+		{"paged goes to etcd", c.cfg.Prefix + "/ns/", ListOptions{Recursive: true,
+			Predicate: SelectionPredicate{Limit: 10}}, 10},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			list := &corev1.PodList{}
+			if err := c.GetList(ctx, tc.key, tc.opts, list); err != nil {
+				t.Fatal(err)
+			}
+			if tc.want >= 0 && len(list.Items) != tc.want {
+				t.Fatalf("%d items, want %d", len(list.Items), tc.want)
+			}
+			for i := 1; i < len(list.Items); i++ {
+				if list.Items[i-1].Namespace+"/"+list.Items[i-1].Name >= list.Items[i].Namespace+"/"+list.Items[i].Name {
+					t.Fatal("list not ordered by key")
+				}
+			}
+			if list.ResourceVersion == "" {
+				t.Fatal("list has no resourceVersion")
+			}
+		})
+	}
+	if n := c.fallbacks.Load(); n != 0 {
+		t.Fatalf("%d consistent lists fell back to etcd", n)
+	}
+	// Get rv "0" is from the cache, and the caller owns the result.
+	got := &corev1.Pod{}
+	if err := c.Get(ctx, podKey(c.cfg, "ns", "zz-last"), GetOptions{ResourceVersion: last.ResourceVersion}, got); err != nil {
+		t.Fatal(err)
+	}
+	got.Labels = map[string]string{"mutated": "yes"}
+	again := &corev1.Pod{}
+	if err := c.Get(ctx, podKey(c.cfg, "ns", "zz-last"), GetOptions{ResourceVersion: "0"}, again); err != nil {
+		t.Fatal(err)
+	}
+	if again.Labels["mutated"] != "" || again.ResourceVersion != last.ResourceVersion {
+		t.Fatalf("cache corrupted by a caller: %v %s", again.Labels, again.ResourceVersion)
+	}
+}
+
+func TestCachingObjectEncodesOnce(t *testing.T) {
+	p := pod("ns", "a", nil)
+	p.Kind, p.APIVersion = "Pod", "v1"
+	co := NewCachingObject(p)
+	calls := 0
+	enc := func(obj runtime.Object, w io.Writer) error {
+		calls++
+		obj.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind()) // may mutate: it is a copy
+		obj.(*corev1.Pod).Name = "mutated"
+		_, err := w.Write([]byte("bytes"))
+		return err
+	}
+	for i := 0; i < 3; i++ {
+		var buf bytes.Buffer
+		if err := co.CacheEncode("id", enc, &buf); err != nil || buf.String() != "bytes" {
+			t.Fatal(err, buf.String())
+		}
+	}
+	if calls != 1 || p.Name != "a" {
+		t.Fatalf("encoded %d times; shared name %q", calls, p.Name)
+	}
+	// apimachinery's serializers go through CacheEncode.
+	js := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{})
+	var a, b bytes.Buffer
+	if err := js.Encode(co, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.Encode(co, &b); err != nil || a.String() != b.String() || !bytes.Contains(a.Bytes(), []byte(`"name":"a"`)) {
+		t.Fatalf("%v %s", err, a.String())
+	}
+	if g := co.GetObject().(*corev1.Pod); g == p {
+		t.Fatal("GetObject must return a copy")
+	}
+}
+
+// collect reads n events from w, failing on anything but the expected names in order.
+func collect(w watch.Interface, names []string, errs chan<- error) {
+	for i, want := range names {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				errs <- fmt.Errorf("closed after %d events", i)
+				return
+			}
+			if p, ok := ev.Object.(runtime.CacheableObject).GetObject().(*corev1.Pod); !ok || p.Name != want || ev.Type != watch.Added {
+				errs <- fmt.Errorf("event %d: %s %v, want ADDED %s", i, ev.Type, p, want)
+				return
+			}
+		case <-time.After(30 * time.Second):
+			errs <- fmt.Errorf("timed out after %d events", i)
+			return
+		}
+	}
+	errs <- nil
+}
+
+func TestCacherFanOut(t *testing.T) {
+	watchers, events := 1000, 50
+	if testing.Short() {
+		watchers = 100
+	}
+	c := newTestCacher(t, CacherConfig{})
+	ctx := testCtx(t)
+	rv, err := c.CurrentResourceVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := make([]watch.Interface, watchers)
+	for i := range ws {
+		ws[i], err = c.Watch(ctx, c.cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: fmt.Sprint(rv)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws[i].Stop()
+	}
+	names := make([]string, events)
+	for i := range names {
+		names[i] = fmt.Sprintf("p-%05d", i)
+	}
+	errs := make(chan error, watchers)
+	for _, w := range ws {
+		go collect(w, names, errs)
+	}
+	for _, n := range names {
+		if err := c.Create(ctx, podKey(c.cfg, "ns", n), pod("ns", n, nil), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range ws {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestCacherDropsStalledWatcher(t *testing.T) {
+	c := newTestCacher(t, CacherConfig{WatcherBufferSize: 8, DispatchTimeout: 20 * time.Millisecond})
+	ctx := testCtx(t)
+	stalled, err := c.Watch(ctx, c.cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Stop()
+	const readers, events = 10, 60
+	ws := make([]watch.Interface, readers)
+	for i := range ws {
+		if ws[i], err = c.Watch(ctx, c.cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: "0"}); err != nil {
+			t.Fatal(err)
+		}
+		defer ws[i].Stop()
+	}
+	names := make([]string, events)
+	for i := range names {
+		names[i] = fmt.Sprintf("p-%05d", i)
+	}
+	errs := make(chan error, readers)
+	for _, w := range ws {
+		go collect(w, names, errs)
+	}
+	for _, n := range names {
+		if err := c.Create(ctx, podKey(c.cfg, "ns", n), pod("ns", n, nil), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range ws {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The stalled watcher was closed: draining it ends before all events.
+	got := 0
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-stalled.ResultChan():
+			if !ok {
+				if got >= events {
+					t.Fatalf("stalled watcher got all %d events", got)
+				}
+				return
+			}
+			got++
+		case <-deadline:
+			t.Fatal("stalled watcher was not closed")
+		}
+	}
+}
+
+func TestCacherStopEndsWatchers(t *testing.T) {
+	e := newTestEtcd(t)
+	c := NewCacher(e, CacherConfig{})
+	ctx := testCtx(t)
+	if err := c.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ws []watch.Interface
+	for i := 0; i < 10; i++ {
+		w, err := c.Watch(ctx, e.cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: "0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	c.Stop()
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range w.ResultChan() {
+			}
+		}()
+	}
+	wg.Wait() // every result channel closed (Stop waited for the goroutines)
+	for _, w := range ws {
+		w.Stop()
+	}
+}
