@@ -80,4 +80,3 @@ func newVersion() *cobra.Command {
 		},
 	}
 }
-

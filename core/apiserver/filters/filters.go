@@ -45,7 +45,9 @@ type User struct {
 type userKey struct{}
 
 // WithUser returns ctx carrying u.
-func WithUser(ctx context.Context, u *User) context.Context { return context.WithValue(ctx, userKey{}, u) }
+func WithUser(ctx context.Context, u *User) context.Context {
+	return context.WithValue(ctx, userKey{}, u)
+}
 
 // UserFrom returns the user of a request, if any.
 func UserFrom(ctx context.Context) (*User, bool) {

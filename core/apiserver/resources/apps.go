@@ -137,7 +137,9 @@ func (deploymentScale) toScale(obj runtime.Object) (*autoscalingv1.Scale, error)
 	return scaleOf(d.ObjectMeta, d.Spec.Replicas, d.Status.Replicas, d.Spec.Selector)
 }
 
-func (deploymentScale) setReplicas(obj runtime.Object, n int32) { obj.(*appsv1.Deployment).Spec.Replicas = &n }
+func (deploymentScale) setReplicas(obj runtime.Object, n int32) {
+	obj.(*appsv1.Deployment).Spec.Replicas = &n
+}
 
 type replicaSetScale struct{}
 
@@ -146,7 +148,9 @@ func (replicaSetScale) toScale(obj runtime.Object) (*autoscalingv1.Scale, error)
 	return scaleOf(rs.ObjectMeta, rs.Spec.Replicas, rs.Status.Replicas, rs.Spec.Selector)
 }
 
-func (replicaSetScale) setReplicas(obj runtime.Object, n int32) { obj.(*appsv1.ReplicaSet).Spec.Replicas = &n }
+func (replicaSetScale) setReplicas(obj runtime.Object, n int32) {
+	obj.(*appsv1.ReplicaSet).Spec.Replicas = &n
+}
 
 func scaleOf(m metav1.ObjectMeta, spec *int32, status int32, sel *metav1.LabelSelector) (*autoscalingv1.Scale, error) {
 	s, err := metav1.LabelSelectorAsSelector(sel)

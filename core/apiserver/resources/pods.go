@@ -32,7 +32,9 @@ func podResource() *registry.Resource {
 				pod.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: podQOS(&pod.Spec)}
 			},
 			prepareUpdate: func(obj, old runtime.Object) { obj.(*corev1.Pod).Status = old.(*corev1.Pod).Status },
-			validate:      func(obj runtime.Object) field.ErrorList { return validatePodSpec(&obj.(*corev1.Pod).Spec, field.NewPath("spec")) },
+			validate: func(obj runtime.Object) field.ErrorList {
+				return validatePodSpec(&obj.(*corev1.Pod).Spec, field.NewPath("spec"))
+			},
 			validateUpdate: func(obj, old runtime.Object) field.ErrorList {
 				return validatePodSpecUpdate(&obj.(*corev1.Pod).Spec, &old.(*corev1.Pod).Spec, field.NewPath("spec"))
 			},
