@@ -53,6 +53,7 @@ type Instance struct {
 	done       chan struct{}
 	err        error
 	closeOnce  sync.Once
+	mu         sync.Mutex
 	closers    []func()
 	api        *apiserver.Server
 	etcd       []string
@@ -192,15 +193,27 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		cancel()
 		inst.runClosers()
 	}()
+	stopControllers, err := startControllers(ctx, inst.RESTConfig(), log)
+	if err != nil {
+		cancel()
+		<-inst.done
+		return nil, err
+	}
+	inst.mu.Lock()
+	inst.closers = append(inst.closers, stopControllers)
+	inst.mu.Unlock()
 	log.Info("wasmplane API server ready", "url", inst.url, "kubeconfig", inst.kubeconfig, "etcd", endpoints)
 	return inst, nil
 }
 
 func (i *Instance) runClosers() {
-	for j := len(i.closers) - 1; j >= 0; j-- {
-		i.closers[j]()
-	}
+	i.mu.Lock()
+	closers := i.closers
 	i.closers = nil
+	i.mu.Unlock()
+	for j := len(closers) - 1; j >= 0; j-- {
+		closers[j]()
+	}
 }
 
 func attrsOf(res *registry.Resource) storage.AttrFunc {

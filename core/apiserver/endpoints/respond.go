@@ -46,6 +46,11 @@ func (c *Codecs) WriteError(w http.ResponseWriter, req *http.Request, err error)
 
 // writeObject encodes obj (whose kind the scheme knows) with info into the response.
 func (c *Codecs) writeObject(w http.ResponseWriter, info runtime.SerializerInfo, gv schema.GroupVersion, code int, obj runtime.Object) {
+	if info.MediaType == runtime.ContentTypeProtobuf && !SupportsProtobuf(obj) {
+		// wasmplane's own types have no protobuf form; clients that accept protobuf also
+		// accept JSON, as with Kubernetes custom resources.
+		info = c.JSON()
+	}
 	enc := c.Factory.EncoderForVersion(info.Serializer, gv)
 	var buf bytes.Buffer
 	if err := enc.Encode(obj, &buf); err != nil {
@@ -72,4 +77,13 @@ func (c *Codecs) WriteNegotiated(w http.ResponseWriter, req *http.Request, code 
 		return
 	}
 	c.writeObject(w, out.Info, gvks[0].GroupVersion(), code, obj)
+}
+
+// SupportsProtobuf reports whether obj has a protobuf encoding (k8s.io/api types do).
+func SupportsProtobuf(obj runtime.Object) bool {
+	if co, ok := obj.(runtime.CacheableObject); ok {
+		obj = co.GetObject()
+	}
+	_, ok := obj.(interface{ ProtoMessage() })
+	return ok
 }

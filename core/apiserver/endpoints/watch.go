@@ -25,6 +25,9 @@ func (s *Scope) Watch(w http.ResponseWriter, req *http.Request, r Request, opts 
 		s.Codecs.WriteError(w, req, err)
 		return
 	}
+	if out.Info.MediaType == runtime.ContentTypeProtobuf && out.As == "" && !SupportsProtobuf(s.resource().NewFunc()) {
+		out.Info = s.Codecs.JSON()
+	}
 	if out.Info.StreamSerializer == nil {
 		s.Codecs.WriteError(w, req, apierrors.NewBadRequest("no stream serializer for "+out.Info.MediaType))
 		return
