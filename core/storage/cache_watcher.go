@@ -8,20 +8,27 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 )
 
-// cacheWatcher is one client watch served by a Cacher. The dispatcher writes to input;
-// the watcher's goroutine filters, converts and hands events to the client.
+// cacheWatcher is one client watch served by a Cacher. While it sends its initial state
+// and replayed events, a goroutine of its own feeds result and the dispatcher queues new
+// events in pending; once caught up it is live: the dispatcher converts events and puts
+// them straight into result, with no goroutine per watcher (one hop less per event, which
+// is what keeps 1,000 watchers cheap).
 type cacheWatcher struct {
 	c        *Cacher
 	mode     watchMode
 	startRev uint64 // events up to here are covered by initial state or replay
+	maxQueue int
 
-	input    chan *cacheEvent
-	result   chan watch.Event
-	stopped  chan struct{} // closed by Stop
-	killed   chan struct{} // closed by the cacher
-	done     chan struct{} // closed when the goroutine has ended
-	stopOnce sync.Once
-	killOnce sync.Once
+	result    chan watch.Event
+	stopped   chan struct{} // closed by terminate
+	done      chan struct{} // closed when the catch-up goroutine has ended
+	termOnce  sync.Once
+	stopAfter func() bool
+
+	mu      sync.Mutex
+	live    bool
+	closed  bool
+	pending []*cacheEvent
 }
 
 // ResultChan implements watch.Interface.
@@ -29,65 +36,132 @@ func (w *cacheWatcher) ResultChan() <-chan watch.Event { return w.result }
 
 // Stop implements watch.Interface; it returns once the watcher's goroutine is gone.
 func (w *cacheWatcher) Stop() {
-	w.stopOnce.Do(func() { close(w.stopped) })
-	w.c.removeWatcher(w)
+	w.terminate()
 	<-w.done
 }
 
-func (w *cacheWatcher) kill() { w.killOnce.Do(func() { close(w.killed) }) }
+// terminate ends the watch: result is closed by whoever owns it at that moment (the
+// catch-up goroutine while not live, terminate itself once live).
+func (w *cacheWatcher) terminate() {
+	w.termOnce.Do(func() {
+		close(w.stopped)
+		w.mu.Lock()
+		w.closed = true
+		if w.live {
+			close(w.result)
+		}
+		w.pending = nil
+		w.mu.Unlock()
+		if w.stopAfter != nil {
+			w.stopAfter()
+		}
+		w.c.removeWatcher(w)
+	})
+}
 
 // wants is the dispatcher's cheap pre-filter: the key range and the start revision.
 func (w *cacheWatcher) wants(ev *cacheEvent) bool {
 	return ev.rev > w.startRev && w.mode.covers(ev.key)
 }
 
-func (w *cacheWatcher) run(ctx context.Context, initial []*cacheItem, replay []*cacheEvent) {
+// offer hands ev to the watcher without blocking. It returns the event still to deliver
+// when result is full, and false when the watcher must be dropped.
+func (w *cacheWatcher) offer(ev *cacheEvent) (watch.Event, bool, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return watch.Event{}, false, true
+	}
+	if !w.live {
+		if len(w.pending) >= w.maxQueue {
+			return watch.Event{}, false, false
+		}
+		w.pending = append(w.pending, ev)
+		return watch.Event{}, false, true
+	}
+	out, ok := w.convert(ev)
+	if !ok {
+		return watch.Event{}, false, true
+	}
+	select {
+	case w.result <- out:
+		return watch.Event{}, false, true
+	default:
+		return out, true, true
+	}
+}
+
+// deliver waits for room in result until the shared deadline; false = drop the watcher.
+func (w *cacheWatcher) deliver(out watch.Event, deadline <-chan struct{}) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return true
+	}
+	select {
+	case w.result <- out:
+		return true
+	case <-w.stopped:
+		return true
+	case <-deadline:
+		return false
+	}
+}
+
+// catchUp sends the initial state and replayed events, then whatever was queued meanwhile,
+// and makes the watcher live.
+func (w *cacheWatcher) catchUp(ctx context.Context, initial []*cacheItem, replay []*cacheEvent) {
 	defer w.c.wg.Done()
 	defer close(w.done)
-	defer close(w.result)
-	defer w.c.removeWatcher(w)
 	send := func(ev watch.Event) bool {
 		select {
 		case w.result <- ev:
 			return true
 		case <-w.stopped:
-		case <-w.killed:
 		case <-ctx.Done():
 		case <-w.c.ctx.Done():
 		}
 		return false
 	}
-	for _, it := range initial {
-		if w.mode.matcher.matchItem(it) && !send(watch.Event{Type: watch.Added, Object: it.obj}) {
-			return
-		}
-	}
-	if w.mode.initialEndBM {
-		bm, err := newBookmark(w.c.cfg.NewFunc, w.startRev, true)
-		if err != nil || !send(watch.Event{Type: watch.Bookmark, Object: bm}) {
-			return
-		}
-	}
-	for _, ev := range replay {
-		if out, ok := w.convert(ev); ok && !send(out) {
-			return
-		}
-	}
-	for {
-		select {
-		case ev := <-w.input:
-			if out, ok := w.convert(ev); ok && !send(out) {
-				return
+	ok := func() bool {
+		for _, it := range initial {
+			if w.mode.matcher.matchItem(it) && !send(watch.Event{Type: watch.Added, Object: it.obj}) {
+				return false
 			}
-		case <-w.stopped:
-			return
-		case <-w.killed:
-			return
-		case <-ctx.Done():
-			return
-		case <-w.c.ctx.Done():
-			return
 		}
+		if w.mode.initialEndBM {
+			bm, err := newBookmark(w.c.cfg.NewFunc, w.startRev, true)
+			if err != nil || !send(watch.Event{Type: watch.Bookmark, Object: bm}) {
+				return false
+			}
+		}
+		batch := replay
+		for {
+			for _, ev := range batch {
+				if out, ok := w.convert(ev); ok && !send(out) {
+					return false
+				}
+			}
+			w.mu.Lock()
+			if w.closed {
+				w.mu.Unlock()
+				return false
+			}
+			batch, w.pending = w.pending, nil
+			if len(batch) == 0 {
+				w.live = true
+				w.mu.Unlock()
+				return true
+			}
+			w.mu.Unlock()
+		}
+	}()
+	if !ok {
+		w.terminate()
+		// terminate may have run before the watcher was registered: make sure it is gone.
+		w.c.removeWatcher(w)
+		// Not live: result is ours to close.
+		close(w.result)
 	}
 }
 

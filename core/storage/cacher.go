@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -94,6 +95,8 @@ type Cacher struct {
 	wg     sync.WaitGroup
 
 	progressReq chan struct{}
+	// breakWatch lets tests make the etcd watch fail with the error sent.
+	breakWatch chan error
 	// fallbacks counts consistent lists etcd had to serve because the cache lagged.
 	fallbacks atomic.Int64
 
@@ -109,7 +112,26 @@ type Cacher struct {
 	oldestRev uint64 // every event after oldestRev is in the ring
 	watchers  map[*cacheWatcher]struct{}
 	wlist     []*cacheWatcher // copy-on-write view of watchers for the dispatcher
+	gen       uint64          // bumped on every change of items
+
+	// snap is items sorted by key as of generation snapGen; it is rebuilt lazily by the
+	// first list or watch after a change, shared, and never modified.
+	snapMu  sync.Mutex
+	snap    []*cacheItem
+	snapGen uint64
+	snapRev uint64
+	// kept are the last snapshots, so that the pages after the first of a paged list are
+	// cut from the same state without going to etcd.
+	kept []keptSnapshot
 }
+
+type keptSnapshot struct {
+	rev  uint64
+	snap []*cacheItem
+}
+
+// keptSnapshots is how many recent snapshots serve continue tokens from memory.
+const keptSnapshots = 4
 
 var _ Interface = (*Cacher)(nil)
 
@@ -126,6 +148,7 @@ func NewCacher(store *Etcd, opts CacherConfig) *Cacher {
 		store: store, cfg: cfg, opts: opts, log: opts.Logger, attrs: attrs,
 		ctx: ctx, cancel: cancel,
 		progressReq: make(chan struct{}, 1),
+		breakWatch:  make(chan error),
 		readyCh:     make(chan struct{}),
 		revCh:       make(chan struct{}),
 		items:       map[string]*cacheItem{},
@@ -170,17 +193,29 @@ func (c *Cacher) run() {
 	defer c.wg.Done()
 	defer c.terminateAll()
 	backoff := 100 * time.Millisecond
+	haveState := false
 	for c.ctx.Err() == nil {
-		rev, err := c.relist()
-		if err == nil {
-			backoff = 100 * time.Millisecond
-			err = c.watch(rev)
+		var err error
+		if !haveState {
+			_, err = c.relist()
+			haveState = err == nil
 		}
-		c.setUnready()
+		if haveState {
+			// Resume after the last applied revision: a broken etcd watch (leader change,
+			// network) costs nobody anything; only a compacted one forces a relist.
+			err = c.watch(c.currentRev())
+			if errors.Is(err, errWatchCompacted) {
+				haveState = false
+				c.setUnready()
+			} else {
+				backoff = 100 * time.Millisecond
+			}
+		}
 		if c.ctx.Err() != nil {
 			return
 		}
-		c.log.Warn("watch cache restarting", "resource", c.cfg.GroupResource.String(), "err", err)
+		c.log.Warn("watch cache: etcd watch restarting", "resource", c.cfg.GroupResource.String(),
+			"relist", !haveState, "err", err)
 		select {
 		case <-time.After(backoff):
 		case <-c.ctx.Done():
@@ -189,6 +224,9 @@ func (c *Cacher) run() {
 		backoff = min(2*backoff, 5*time.Second)
 	}
 }
+
+// errWatchCompacted means the cache missed events: it must relist.
+var errWatchCompacted = errors.New("storage: cache watch compacted")
 
 // relist reads the whole prefix at one revision and makes it the cache's state.
 func (c *Cacher) relist() (uint64, error) {
@@ -221,6 +259,7 @@ func (c *Cacher) relist() (uint64, error) {
 	}
 	c.mu.Lock()
 	c.items = items
+	c.gen++
 	c.rev = uint64(rev)
 	c.oldestRev = uint64(rev)
 	c.ringHead, c.ringLen = 0, 0
@@ -262,7 +301,7 @@ func (c *Cacher) terminateAll() {
 	c.wlist = nil
 	c.mu.Unlock()
 	for _, w := range ws {
-		w.kill()
+		w.terminate()
 	}
 }
 
@@ -291,6 +330,8 @@ func (c *Cacher) watch(rev uint64) error {
 			return c.ctx.Err()
 		case <-c.progressReq:
 			requestProgress()
+		case err := <-c.breakWatch:
+			return err
 		case <-bookmarks.C:
 			// Ask etcd first, so that the next bookmarks carry a recent revision even when
 			// this resource is idle.
@@ -301,7 +342,7 @@ func (c *Cacher) watch(rev uint64) error {
 				return errors.New("storage: cache watch closed")
 			}
 			if wres.CompactRevision != 0 {
-				return fmt.Errorf("storage: cache watch compacted at %d", wres.CompactRevision)
+				return fmt.Errorf("%w at %d", errWatchCompacted, wres.CompactRevision)
 			}
 			if err := wres.Err(); err != nil {
 				return fmt.Errorf("storage: cache watch: %w", err)
@@ -364,6 +405,7 @@ func (c *Cacher) apply(events []*clientv3.Event) {
 			continue
 		}
 		c.pushLocked(ev)
+		c.gen++
 		if rev > c.rev {
 			c.rev = rev
 		}
@@ -400,44 +442,43 @@ func (c *Cacher) eventsAfterLocked(rev uint64) []*cacheEvent {
 	return out
 }
 
-// dispatch queues ev to every watcher without waiting; watchers whose queue is full get
-// a shared, bounded grace period and are closed if they still cannot take it.
+// dispatch hands ev to every watcher without waiting; watchers whose queue is full get a
+// shared, bounded grace period and are dropped if they still cannot take it (client-go
+// rewatches), so that one slow client never holds up the others.
 func (c *Cacher) dispatch(ws []*cacheWatcher, ev *cacheEvent) {
-	var blocked []*cacheWatcher
+	type stuck struct {
+		w   *cacheWatcher
+		out watch.Event
+	}
+	var blocked []stuck
 	for _, w := range ws {
 		if !w.wants(ev) {
 			continue
 		}
-		select {
-		case w.input <- ev:
-		default:
-			blocked = append(blocked, w)
+		out, full, keep := w.offer(ev)
+		switch {
+		case !keep:
+			c.drop(w)
+		case full:
+			blocked = append(blocked, stuck{w, out})
 		}
 	}
 	if len(blocked) == 0 {
 		return
 	}
-	debugBlocked.Add(int64(len(blocked)))
-	timer := time.NewTimer(c.opts.DispatchTimeout)
+	deadline := make(chan struct{})
+	timer := time.AfterFunc(c.opts.DispatchTimeout, func() { close(deadline) })
 	defer timer.Stop()
-	expired := false
-	for _, w := range blocked {
-		if !expired {
-			select {
-			case w.input <- ev:
-				continue
-			case <-w.stopped:
-				continue
-			case <-w.killed:
-				continue
-			case <-timer.C:
-				expired = true
-			}
+	for _, b := range blocked {
+		if !b.w.deliver(b.out, deadline) {
+			c.drop(b.w)
 		}
-		c.log.Info("watch cache: closing a watcher that does not keep up", "resource", c.cfg.GroupResource.String())
-		c.removeWatcher(w)
-		w.kill()
 	}
+}
+
+func (c *Cacher) drop(w *cacheWatcher) {
+	c.log.Info("watch cache: closing a watcher that does not keep up", "resource", c.cfg.GroupResource.String())
+	w.terminate()
 }
 
 func (c *Cacher) dispatchBookmark() {
@@ -446,12 +487,9 @@ func (c *Cacher) dispatchBookmark() {
 	ws := c.wlist
 	c.mu.RUnlock()
 	for _, w := range ws {
-		if !w.mode.bookmarks {
-			continue
-		}
-		select {
-		case w.input <- ev:
-		default: // bookmarks are optional; never wait for one
+		if w.mode.bookmarks {
+			// Bookmarks are optional: never wait for (or drop a watcher over) one.
+			_, _, _ = w.offer(ev)
 		}
 	}
 }
@@ -475,6 +513,66 @@ func (c *Cacher) removeWatcher(w *cacheWatcher) {
 		}
 	}
 	c.wlist = nl
+}
+
+// snapshot returns the items sorted by key, the revision they are at and their generation.
+func (c *Cacher) snapshot() ([]*cacheItem, uint64, uint64) {
+	c.snapMu.Lock()
+	defer c.snapMu.Unlock()
+	c.mu.RLock()
+	gen, rev := c.gen, c.rev
+	if gen == c.snapGen && c.snap != nil {
+		c.mu.RUnlock()
+		if rev != c.snapRev {
+			// Progress without changes: the same state, now known to be current at rev.
+			c.snapRev = rev
+			c.keepLocked(rev, c.snap)
+		}
+		return c.snap, rev, gen
+	}
+	snap := make([]*cacheItem, 0, len(c.items))
+	for _, it := range c.items {
+		snap = append(snap, it)
+	}
+	c.mu.RUnlock()
+	slices.SortFunc(snap, func(a, b *cacheItem) int { return strings.Compare(a.key, b.key) })
+	c.snap, c.snapRev, c.snapGen = snap, rev, gen
+	c.keepLocked(rev, snap)
+	return snap, rev, gen
+}
+
+func (c *Cacher) keepLocked(rev uint64, snap []*cacheItem) {
+	if len(c.kept) == keptSnapshots {
+		copy(c.kept, c.kept[1:])
+		c.kept = c.kept[:keptSnapshots-1]
+	}
+	c.kept = append(c.kept, keptSnapshot{rev: rev, snap: snap})
+}
+
+// retained returns a kept snapshot at exactly rev.
+func (c *Cacher) retained(rev uint64) ([]*cacheItem, bool) {
+	c.snapMu.Lock()
+	defer c.snapMu.Unlock()
+	for i := len(c.kept) - 1; i >= 0; i-- {
+		if c.kept[i].rev == rev {
+			return c.kept[i].snap, true
+		}
+	}
+	return nil, false
+}
+
+// inRange returns the part of a sorted snapshot under mode's key or prefix.
+func inRange(snap []*cacheItem, mode *watchMode) []*cacheItem {
+	if !mode.recursive {
+		i := sort.Search(len(snap), func(i int) bool { return snap[i].key >= mode.exactKey })
+		if i < len(snap) && snap[i].key == mode.exactKey {
+			return snap[i : i+1]
+		}
+		return nil
+	}
+	i := sort.Search(len(snap), func(i int) bool { return snap[i].key >= mode.keyPrefix })
+	j := i + sort.Search(len(snap)-i, func(k int) bool { return !strings.HasPrefix(snap[i+k].key, mode.keyPrefix) })
+	return snap[i:j]
 }
 
 // requestProgress asks the run loop for an etcd progress notification.
@@ -589,58 +687,83 @@ func (c *Cacher) currentRev() uint64 {
 	return c.rev
 }
 
-// GetList implements Interface. Unpaged lists are served from the cache: "0" at once, ""
-// after the cache caught up with etcd's current revision (etcd serves it when that takes
-// too long), N once the cache reached N. Paged and Exact lists go to etcd. The items are
+// GetList implements Interface from the cache where Kubernetes semantics allow: "0" at
+// once, "" after the cache caught up with etcd's current revision (etcd serves it when that
+// takes too long), N (not older than) once the cache reached N. Pages are cut from a sorted
+// snapshot; a continue token is served from the cache while that snapshot is retained, by
+// etcd at the token's revision otherwise. Exact revisions go to etcd. The items are
 // shallow copies of shared cached objects: callers must not mutate them.
 func (c *Cacher) GetList(ctx context.Context, key string, opts ListOptions, listObj runtime.Object) error {
-	if opts.Predicate.Limit > 0 || opts.Predicate.Continue != "" ||
-		opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact || !c.isReady() {
+	if opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact || !c.isReady() {
 		return c.store.GetList(ctx, key, opts, listObj)
 	}
-	rv, err := parseRV(opts.ResourceVersion)
+	p, err := planList(key, opts)
 	if err != nil {
 		return err
 	}
-	if opts.ResourceVersion == "" {
-		cur, err := c.store.CurrentResourceVersion(ctx)
-		if err != nil {
-			return err
-		}
-		if ok, err := c.waitFresh(ctx, cur); err != nil {
-			return err
-		} else if !ok {
-			c.fallbacks.Add(1)
+	if p.withRev != 0 && !p.cont {
+		// Legacy paged list from N means exactly N.
+		return c.store.GetList(ctx, key, opts, listObj)
+	}
+	var (
+		snap    []*cacheItem
+		listRev uint64
+	)
+	if p.cont {
+		var ok bool
+		if snap, ok = c.retained(uint64(p.withRev)); !ok {
 			return c.store.GetList(ctx, key, opts, listObj)
 		}
-	} else if rv > 0 {
-		if ok, err := c.waitFresh(ctx, rv); err != nil {
-			return err
-		} else if !ok {
-			return NewTooLargeResourceVersionError(rv, c.currentRev(), 1)
+		listRev = uint64(p.withRev)
+	} else {
+		need := p.minRV
+		if opts.ResourceVersion == "" {
+			if need, err = c.store.CurrentResourceVersion(ctx); err != nil {
+				return err
+			}
 		}
+		if need > 0 {
+			if ok, err := c.waitFresh(ctx, need); err != nil {
+				return err
+			} else if !ok && opts.ResourceVersion == "" {
+				c.fallbacks.Add(1)
+				return c.store.GetList(ctx, key, opts, listObj)
+			} else if !ok {
+				return NewTooLargeResourceVersionError(need, c.currentRev(), 1)
+			}
+		}
+		snap, listRev, _ = c.snapshot()
 	}
 	mode, err := newWatchMode(key, opts, c.cfg.GetAttrs)
 	if err != nil {
 		return err
 	}
-	var sel []*cacheItem
-	c.mu.RLock()
-	listRev := c.rev
-	if opts.Recursive {
-		for k, it := range c.items {
-			if strings.HasPrefix(k, mode.keyPrefix) && mode.matcher.matchItem(it) {
-				sel = append(sel, it)
-			}
-		}
-	} else if it := c.items[key]; it != nil && mode.matcher.matchItem(it) {
-		sel = append(sel, it)
+	items := inRange(snap, &mode)
+	if p.cont {
+		i := sort.Search(len(items), func(i int) bool { return items[i].key >= p.startKey })
+		items = items[i:]
 	}
-	c.mu.RUnlock()
-	sort.Slice(sel, func(i, j int) bool { return sel[i].key < sel[j].key })
-	objs := make([]runtime.Object, len(sel))
-	for i, it := range sel {
-		objs[i] = it.obj.shared()
+	limit := int(opts.Predicate.Limit)
+	var (
+		objs      []runtime.Object
+		next      string
+		remaining *int64
+	)
+	for i, it := range items {
+		if !mode.matcher.matchItem(it) {
+			continue
+		}
+		objs = append(objs, it.obj.shared())
+		if p.paging && len(objs) == limit {
+			if i < len(items)-1 {
+				next = it.key + "\x00"
+				if mode.matcher.empty {
+					n := int64(len(items) - i - 1)
+					remaining = &n
+				}
+			}
+			break
+		}
 	}
 	if err := meta.SetList(listObj, objs); err != nil {
 		return fmt.Errorf("storage: %w", err)
@@ -652,6 +775,14 @@ func (c *Cacher) GetList(ctx context.Context, key string, opts ListOptions, list
 	lm.SetResourceVersion(fmt.Sprint(listRev))
 	lm.SetContinue("")
 	lm.SetRemainingItemCount(nil)
+	if next != "" {
+		tok, err := encodeContinue(next, p.keyPrefix, int64(listRev))
+		if err != nil {
+			return err
+		}
+		lm.SetContinue(tok)
+		lm.SetRemainingItemCount(remaining)
+	}
 	return nil
 }
 
@@ -698,28 +829,48 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts ListOptions) (watch
 	}
 	w := &cacheWatcher{
 		c: c, mode: mode,
-		input:   make(chan *cacheEvent, c.opts.WatcherBufferSize),
-		result:  make(chan watch.Event, 16),
-		stopped: make(chan struct{}),
-		killed:  make(chan struct{}),
-		done:    make(chan struct{}),
+		maxQueue: max(c.opts.WatcherBufferSize, c.opts.EventBufferSize),
+		result:   make(chan watch.Event, c.opts.WatcherBufferSize),
+		stopped:  make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	var (
 		initial []*cacheItem
 		replay  []*cacheEvent
 	)
-	c.mu.Lock()
-	if !c.ready {
-		c.mu.Unlock()
-		return nil, apierrors.NewTooManyRequests("storage is (re)initializing", 1)
-	}
-	if mode.initial {
-		for k, it := range c.items {
-			if mode.covers(k) {
-				initial = append(initial, it)
-			}
+	for attempt := 0; ; attempt++ {
+		var (
+			snap []*cacheItem
+			gen  uint64
+		)
+		if mode.initial && attempt < 3 {
+			snap, _, gen = c.snapshot()
 		}
-	} else {
+		c.mu.Lock()
+		if !c.ready {
+			c.mu.Unlock()
+			return nil, apierrors.NewTooManyRequests("storage is (re)initializing", 1)
+		}
+		if !mode.initial {
+			break
+		}
+		if attempt < 3 && c.gen == gen {
+			initial = inRange(snap, &mode)
+			break
+		}
+		if attempt >= 3 {
+			// The cache changes faster than snapshots are built: take the state as it is.
+			for k, it := range c.items {
+				if mode.covers(k) {
+					initial = append(initial, it)
+				}
+			}
+			slices.SortFunc(initial, func(a, b *cacheItem) int { return strings.Compare(a.key, b.key) })
+			break
+		}
+		c.mu.Unlock()
+	}
+	if !mode.initial {
 		if mode.fromRV < c.oldestRev {
 			oldest := c.oldestRev
 			c.mu.Unlock()
@@ -728,13 +879,11 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts ListOptions) (watch
 		replay = c.eventsAfterLocked(mode.fromRV)
 	}
 	w.startRev = c.rev
+	w.stopAfter = context.AfterFunc(ctx, w.terminate)
 	c.addWatcherLocked(w)
 	c.mu.Unlock()
-	if len(initial) > 1 {
-		sort.Slice(initial, func(i, j int) bool { return initial[i].key < initial[j].key })
-	}
 	c.wg.Add(1)
-	go w.run(ctx, initial, replay)
+	go w.catchUp(ctx, initial, replay)
 	return w, nil
 }
 
@@ -751,5 +900,3 @@ func (c *Cacher) waitReadyFor(ctx context.Context) error {
 	}
 	return nil
 }
-
-var debugBlocked atomic.Int64

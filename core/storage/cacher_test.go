@@ -40,7 +40,7 @@ func TestCacherList(t *testing.T) {
 		{"selector", c.cfg.Prefix + "/", ListOptions{Recursive: true,
 			Predicate: SelectionPredicate{Label: labels.SelectorFromSet(labels.Set{"parity": "odd"})}}, 51},
 		{"single key", podKey(c.cfg, "ns", "p-00007"), ListOptions{}, 1},
-		{"paged goes to etcd", c.cfg.Prefix + "/ns/", ListOptions{Recursive: true,
+		{"paged", c.cfg.Prefix + "/ns/", ListOptions{Recursive: true,
 			Predicate: SelectionPredicate{Limit: 10}}, 10},
 	}
 	for _, tc := range cases {
@@ -257,4 +257,101 @@ func TestCacherStopEndsWatchers(t *testing.T) {
 	for _, w := range ws {
 		w.Stop()
 	}
+}
+
+func TestCacherPaging(t *testing.T) {
+	c := newTestCacher(t, CacherConfig{})
+	createPods(t, c, c.cfg, "ns", 1000)
+	key := c.cfg.Prefix + "/ns/"
+	for _, tc := range []struct {
+		name string
+		pred SelectionPredicate
+		want int
+	}{
+		{"all", SelectionPredicate{Limit: 100}, 1000},
+		{"selector", SelectionPredicate{Limit: 100, Label: labels.SelectorFromSet(labels.Set{"parity": "even"})}, 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			names, pages := listAll(t, c, key, tc.pred)
+			if len(names) != tc.want {
+				t.Fatalf("%d names, want %d", len(names), tc.want)
+			}
+			if tc.pred.Label == nil && (pages[0].RemainingItemCount == nil || *pages[0].RemainingItemCount != 900) {
+				t.Fatalf("remainingItemCount %v", pages[0].RemainingItemCount)
+			}
+		})
+	}
+	// A token the cache no longer holds a snapshot for is served by etcd at its revision.
+	ctx := testCtx(t)
+	first := &corev1.PodList{}
+	if err := c.GetList(ctx, key, ListOptions{Recursive: true, Predicate: SelectionPredicate{Limit: 600}}, first); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < keptSnapshots+1; i++ {
+		setLabel(t, c, podKey(c.cfg, "ns", "p-00000"), "round", fmt.Sprint(i))
+		if err := c.GetList(ctx, key, ListOptions{Recursive: true, Predicate: SelectionPredicate{Limit: 1}}, &corev1.PodList{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := c.retained(mustRV(t, first.ResourceVersion)); ok {
+		t.Fatal("snapshot still kept")
+	}
+	rest := &corev1.PodList{}
+	if err := c.GetList(ctx, key, ListOptions{Recursive: true, Predicate: SelectionPredicate{Limit: 600, Continue: first.Continue}}, rest); err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Items)+len(rest.Items) != 1000 || rest.ResourceVersion != first.ResourceVersion || rest.Continue != "" {
+		t.Fatalf("%d+%d items at %s/%s", len(first.Items), len(rest.Items), first.ResourceVersion, rest.ResourceVersion)
+	}
+}
+
+func mustRV(t *testing.T, rv string) uint64 {
+	t.Helper()
+	n, err := parseRV(rv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestCacherEtcdWatchBreaks(t *testing.T) {
+	c := newTestCacher(t, CacherConfig{})
+	ctx := testCtx(t)
+	createPods(t, c, c.cfg, "ns", 3)
+	w, err := c.Watch(ctx, c.cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for i := 0; i < 3; i++ {
+		nextEvent(t, w)
+	}
+	t.Run("transient: watchers keep going", func(t *testing.T) {
+		c.breakWatch <- fmt.Errorf("connection reset")
+		if err := c.Create(ctx, podKey(c.cfg, "ns", "after-break"), pod("ns", "after-break", nil), nil); err != nil {
+			t.Fatal(err)
+		}
+		expectEvents(t, w, wantEvent{watch.Added, "after-break"})
+	})
+	t.Run("compacted: relist, watchers closed", func(t *testing.T) {
+		c.breakWatch <- errWatchCompacted
+		for {
+			if _, ok := <-w.ResultChan(); !ok {
+				break
+			}
+		}
+		if err := c.Create(ctx, podKey(c.cfg, "ns", "after-relist"), pod("ns", "after-relist", nil), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+		list := &corev1.PodList{}
+		if err := c.GetList(ctx, c.cfg.Prefix+"/", ListOptions{Recursive: true}, list); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) != 5 {
+			t.Fatalf("%d items after relist, want 5", len(list.Items))
+		}
+	})
 }

@@ -17,7 +17,7 @@ import (
 const (
 	// maxListBatch bounds one etcd range read so that a list of 150,000 objects does not
 	// need one huge gRPC message.
-	maxListBatch = 10000
+	maxListBatch       = 10000
 	continueAPIVersion = "meta.k8s.io/v1"
 )
 

@@ -222,7 +222,9 @@ func testCRUD(t *testing.T, s Interface, cfg ResourceConfig) {
 		// ignoreNotFound creates.
 		nk := podKey(cfg, "ns", "upserted")
 		err = s.GuaranteedUpdate(ctx, nk, &corev1.Pod{}, true, nil,
-			func(in runtime.Object, _ ResponseMeta) (runtime.Object, error) { return pod("ns", "upserted", nil), nil })
+			func(in runtime.Object, _ ResponseMeta) (runtime.Object, error) {
+				return pod("ns", "upserted", nil), nil
+			})
 		if err != nil || modRev(t, nk) == 0 {
 			t.Fatalf("upsert: %v", err)
 		}

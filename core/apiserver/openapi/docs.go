@@ -1,13 +1,12 @@
 package openapi
 
 import (
+	"fmt"
+	"hash/fnv"
 	"maps"
 	"net/http"
 	"slices"
-
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/kube-openapi/pkg/spec3"
-	"k8s.io/kube-openapi/pkg/validation/spec"
+	"strconv"
 )
 
 const (
@@ -15,8 +14,15 @@ const (
 	securitySchemeKey = "BearerToken"
 )
 
-func gvkExtension(gvk schema.GroupVersionKind) map[string]any {
-	return map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind}
+// methodKeys returns the HTTP methods of a path item in the sorted order of their JSON keys.
+func methodKeys() []struct{ method, key string } {
+	return []struct{ method, key string }{
+		{http.MethodDelete, "delete"},
+		{http.MethodGet, "get"},
+		{http.MethodPatch, "patch"},
+		{http.MethodPost, "post"},
+		{http.MethodPut, "put"},
+	}
 }
 
 func statusText(code int) string {
@@ -31,7 +37,7 @@ func statusText(code int) string {
 func (op operation) consumes() []string {
 	switch {
 	case op.patch:
-		return patchMediaTypes
+		return patchMediaTypes()
 	case op.body != nil || op.text:
 		return []string{"*/*"}
 	}
@@ -41,188 +47,379 @@ func (op operation) consumes() []string {
 func (op operation) produces() []string {
 	switch {
 	case op.text:
-		return textMediaTypes
+		return textMediaTypes()
 	case op.watch:
-		return slices.Concat(mediaTypes, watchMediaTypes)
+		return slices.Concat(mediaTypes(), watchMediaTypes())
 	}
-	return mediaTypes
+	return mediaTypes()
 }
 
-// buildV2 renders the Swagger 2.0 document over every route.
-func buildV2(routes []route, b *schemaBuilder, version string) *spec.Swagger {
-	roots := map[string]bool{}
-	b.curDeps = roots
-	paths := make(map[string]spec.PathItem, len(routes))
-	for _, r := range routes {
-		item := spec.PathItem{}
-		for _, p := range r.params {
-			item.Parameters = append(item.Parameters, v2Param(p))
-		}
-		for _, op := range r.ops {
-			o := v2Operation(op, r.tag, b)
-			switch op.method {
-			case http.MethodGet:
-				item.Get = o
-			case http.MethodPut:
-				item.Put = o
-			case http.MethodPost:
-				item.Post = o
-			case http.MethodPatch:
-				item.Patch = o
-			case http.MethodDelete:
-				item.Delete = o
-			}
-		}
-		paths[r.path] = item
-	}
-	b.curDeps = nil
-	defs := spec.Definitions{}
-	for name, s := range b.closure(slices.Sorted(maps.Keys(roots))) {
-		defs[name] = *s
-	}
-	return &spec.Swagger{SwaggerProps: spec.SwaggerProps{
-		Swagger:     "2.0",
-		Info:        &spec.Info{InfoProps: spec.InfoProps{Title: docTitle, Version: version}},
-		Paths:       &spec.Paths{Paths: paths},
-		Definitions: defs,
-		SecurityDefinitions: spec.SecurityDefinitions{securitySchemeKey: &spec.SecurityScheme{SecuritySchemeProps: spec.SecuritySchemeProps{
-			Type: "apiKey", Name: "authorization", In: "header", Description: "Bearer Token authentication",
-		}}},
-		Security: []map[string][]string{{securitySchemeKey: {}}},
-	}}
-}
-
-func v2Param(p param) spec.Parameter {
-	out := spec.Parameter{ParamProps: spec.ParamProps{Name: p.name, In: p.in, Description: p.desc, Required: p.required}}
-	out.Type = p.typ
-	out.UniqueItems = true
+// allResponses returns the operation's responses plus 401, which every operation may return.
+func (op operation) allResponses() []response {
+	out := append(slices.Clone(op.responses), response{code: http.StatusUnauthorized})
+	slices.SortFunc(out, func(a, b response) int { return a.code - b.code })
 	return out
 }
 
-func v2Operation(op operation, tag string, b *schemaBuilder) *spec.Operation {
-	o := &spec.Operation{OperationProps: spec.OperationProps{
-		Description: op.desc,
-		ID:          op.id,
-		Tags:        []string{tag},
-		Schemes:     []string{"https"},
-		Consumes:    op.consumes(),
-		Produces:    op.produces(),
-	}}
-	if op.body != nil {
-		o.Parameters = append(o.Parameters, spec.Parameter{ParamProps: spec.ParamProps{
-			Name: "body", In: "body", Required: op.bodyRequired,
-			Schema: &spec.Schema{SchemaProps: spec.SchemaProps{Ref: b.ref(op.body)}},
-		}})
+func writeGVK(w *jsonWriter, op operation) {
+	w.key(extGVK)
+	w.raw(`{"group":`)
+	w.str(op.gvk.Group)
+	w.raw(`,"kind":`)
+	w.str(op.gvk.Kind)
+	w.raw(`,"version":`)
+	w.str(op.gvk.Version)
+	w.raw("}")
+}
+
+func writeSecurity(w *jsonWriter) {
+	w.raw(`[{"` + securitySchemeKey + `":[]}]`)
+}
+
+func writeSecurityScheme(w *jsonWriter) {
+	w.raw(`{"` + securitySchemeKey + `":{"description":"Bearer Token authentication","in":"header","name":"authorization","type":"apiKey"}}`)
+}
+
+func writeInfo(w *jsonWriter, version string) {
+	w.raw(`{"title":`)
+	w.str(docTitle)
+	w.raw(`,"version":`)
+	w.str(version)
+	w.raw("}")
+}
+
+// v2Doc renders the Swagger 2.0 document over every route.
+type v2Doc struct {
+	b *schemaBuilder
+	// shared hoists query and namespace parameters into the top-level `parameters`
+	// section, as kube-apiserver does: their descriptions repeated on every operation
+	// would double the document. Path parameters named "name" stay inline because their
+	// description names the kind.
+	shared map[string]param
+}
+
+func (d *v2Doc) paramRef(w *jsonWriter, p param) {
+	if p.in == "path" && p.name == "name" {
+		writeV2Param(w, p)
+		return
 	}
-	for _, p := range op.params {
-		o.Parameters = append(o.Parameters, v2Param(p))
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%v", p.in, p.typ, p.desc, p.required)
+	key := fmt.Sprintf("%s-%08x", p.name, h.Sum32())
+	d.shared[key] = p
+	w.raw(`{"$ref":`)
+	w.str("#/parameters/" + key)
+	w.raw("}")
+}
+
+func writeV2Param(w *jsonWriter, p param) {
+	w.raw("{")
+	if p.desc != "" {
+		w.key("description")
+		w.str(p.desc)
 	}
-	resp := map[int]spec.Response{http.StatusUnauthorized: {ResponseProps: spec.ResponseProps{Description: statusText(http.StatusUnauthorized)}}}
-	for _, r := range op.responses {
-		sr := spec.Response{ResponseProps: spec.ResponseProps{Description: statusText(r.code)}}
+	w.key("in")
+	w.str(p.in)
+	w.key("name")
+	w.str(p.name)
+	if p.required {
+		w.raw(`,"required":true`)
+	}
+	w.key("type")
+	w.str(p.typ)
+	w.raw(`,"uniqueItems":true}`)
+}
+
+func (d *v2Doc) ref(w *jsonWriter, name string) {
+	w.raw(`{"$ref":`)
+	w.str(d.b.refPrefix + name)
+	w.raw("}")
+}
+
+func (d *v2Doc) operation(w *jsonWriter, op operation, tag string) {
+	w.raw("{")
+	if c := op.consumes(); len(c) > 0 {
+		w.key("consumes")
+		w.strings(c)
+	}
+	w.key("description")
+	w.str(op.desc)
+	w.key("operationId")
+	w.str(op.id)
+	if op.body != nil || len(op.params) > 0 {
+		w.key("parameters")
+		w.raw("[")
+		if op.body != nil {
+			w.raw(`{"in":"body","name":"body"`)
+			if op.bodyRequired {
+				w.raw(`,"required":true`)
+			}
+			w.raw(`,"schema":`)
+			d.ref(w, d.b.refName(op.body))
+			w.raw("}")
+		}
+		for _, p := range op.params {
+			w.sep()
+			d.paramRef(w, p)
+		}
+		w.raw("]")
+	}
+	w.key("produces")
+	w.strings(op.produces())
+	w.key("responses")
+	w.raw("{")
+	for _, r := range op.allResponses() {
+		w.key(strconv.Itoa(r.code))
+		w.raw(`{"description":`)
+		w.str(statusText(r.code))
 		switch {
 		case r.typ != nil:
-			sr.Schema = &spec.Schema{SchemaProps: spec.SchemaProps{Ref: b.ref(r.typ)}}
+			w.raw(`,"schema":`)
+			d.ref(w, d.b.refName(r.typ))
 		case r.text:
-			sr.Schema = &spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"string"}}}
+			w.raw(`,"schema":{"type":"string"}`)
 		}
-		resp[r.code] = sr
+		w.raw("}")
 	}
-	o.Responses = &spec.Responses{ResponsesProps: spec.ResponsesProps{StatusCodeResponses: resp}}
-	o.AddExtension(extAction, op.action)
-	o.AddExtension(extGVK, gvkExtension(op.gvk))
-	return o
+	w.raw("}")
+	w.raw(`,"schemes":["https"]`)
+	w.key("tags")
+	w.strings([]string{tag})
+	w.key(extAction)
+	w.str(op.action)
+	writeGVK(w, op)
+	w.raw("}")
+}
+
+func (d *v2Doc) render(routes []route, version string) ([]byte, error) {
+	roots := map[string]bool{}
+	d.b.curDeps = roots
+	paths := jsonWriter{}
+	paths.raw("{")
+	for _, r := range routes {
+		paths.key(r.path)
+		paths.raw("{")
+		for _, m := range methodKeys() {
+			for _, op := range r.ops {
+				if op.method == m.method {
+					paths.key(m.key)
+					d.operation(&paths, op, r.tag)
+				}
+			}
+			if m.key == "get" && len(r.params) > 0 {
+				// "parameters" sorts between "get" and "patch".
+				paths.key("parameters")
+				paths.raw("[")
+				for _, p := range r.params {
+					paths.sep()
+					d.paramRef(&paths, p)
+				}
+				paths.raw("]")
+			}
+		}
+		paths.raw("}")
+	}
+	paths.raw("}")
+	d.b.curDeps = nil
+
+	w := jsonWriter{b: make([]byte, 0, len(paths.b)*2)}
+	w.raw("{")
+	w.key("definitions")
+	defs := definitionsJSON{b: d.b, cache: map[string][]byte{}}
+	defs.write(&w, slices.Sorted(maps.Keys(d.b.closure(slices.Sorted(maps.Keys(roots))))))
+	w.key("info")
+	writeInfo(&w, version)
+	w.key("parameters")
+	w.raw("{")
+	for _, k := range slices.Sorted(maps.Keys(d.shared)) {
+		w.key(k)
+		writeV2Param(&w, d.shared[k])
+	}
+	w.raw("}")
+	w.key("paths")
+	w.b = append(w.b, paths.b...)
+	w.key("security")
+	writeSecurity(&w)
+	w.key("securityDefinitions")
+	writeSecurityScheme(&w)
+	w.raw(`,"swagger":"2.0"}`)
+	if w.err != nil {
+		return nil, w.err
+	}
+	if paths.err != nil {
+		return nil, paths.err
+	}
+	return w.b, nil
+}
+
+// buildV2 renders the Swagger 2.0 document.
+func buildV2(routes []route, b *schemaBuilder, version string) ([]byte, error) {
+	d := &v2Doc{b: b, shared: map[string]param{}}
+	return d.render(routes, version)
+}
+
+// v3Renderer renders the per-group-version OpenAPI 3.0 documents; parameters are inlined
+// because kubectl's field-validation probe only recognizes inline v3 parameters.
+type v3Renderer struct {
+	b    *schemaBuilder
+	defs definitionsJSON
+}
+
+func writeV3Param(w *jsonWriter, p param) {
+	w.raw("{")
+	if p.desc != "" {
+		w.key("description")
+		w.str(p.desc)
+	}
+	w.key("in")
+	w.str(p.in)
+	w.key("name")
+	w.str(p.name)
+	if p.required {
+		w.raw(`,"required":true`)
+	}
+	w.raw(`,"schema":{"type":`)
+	w.str(p.typ)
+	w.raw(`,"uniqueItems":true}}`)
+}
+
+// content writes a media-type map whose entries all carry the same schema.
+func (v *v3Renderer) content(w *jsonWriter, types []string, schema func()) {
+	w.raw("{")
+	for _, t := range slices.Sorted(slices.Values(types)) {
+		w.key(t)
+		w.raw(`{"schema":`)
+		schema()
+		w.raw("}")
+	}
+	w.raw("}")
+}
+
+func (v *v3Renderer) ref(w *jsonWriter, name string) func() {
+	return func() {
+		w.raw(`{"$ref":`)
+		w.str(v.b.refPrefix + name)
+		w.raw("}")
+	}
+}
+
+func (v *v3Renderer) operation(w *jsonWriter, op operation, tag string) {
+	w.raw("{")
+	w.key("description")
+	w.str(op.desc)
+	w.key("operationId")
+	w.str(op.id)
+	if len(op.params) > 0 {
+		w.key("parameters")
+		w.raw("[")
+		for _, p := range op.params {
+			w.sep()
+			writeV3Param(w, p)
+		}
+		w.raw("]")
+	}
+	if op.body != nil {
+		w.key("requestBody")
+		w.raw(`{"content":`)
+		v.content(w, op.consumes(), v.ref(w, v.b.refName(op.body)))
+		if op.bodyRequired {
+			w.raw(`,"required":true`)
+		}
+		w.raw("}")
+	}
+	w.key("responses")
+	w.raw("{")
+	for _, r := range op.allResponses() {
+		w.key(strconv.Itoa(r.code))
+		w.raw("{")
+		switch {
+		case r.typ != nil:
+			w.key("content")
+			v.content(w, op.produces(), v.ref(w, v.b.refName(r.typ)))
+		case r.text:
+			w.key("content")
+			v.content(w, op.produces(), func() { w.raw(`{"type":"string"}`) })
+		}
+		w.key("description")
+		w.str(statusText(r.code))
+		w.raw("}")
+	}
+	w.raw("}")
+	w.key("tags")
+	w.strings([]string{tag})
+	w.key(extAction)
+	w.str(op.action)
+	writeGVK(w, op)
+	w.raw("}")
+}
+
+func (v *v3Renderer) render(routes []route, version string) ([]byte, error) {
+	roots := map[string]bool{}
+	v.b.curDeps = roots
+	paths := jsonWriter{}
+	paths.raw("{")
+	for _, r := range routes {
+		paths.key(r.path)
+		paths.raw("{")
+		for _, m := range methodKeys() {
+			for _, op := range r.ops {
+				if op.method == m.method {
+					paths.key(m.key)
+					v.operation(&paths, op, r.tag)
+				}
+			}
+			if m.key == "get" && len(r.params) > 0 {
+				paths.key("parameters")
+				paths.raw("[")
+				for _, p := range r.params {
+					paths.sep()
+					writeV3Param(&paths, p)
+				}
+				paths.raw("]")
+			}
+		}
+		paths.raw("}")
+	}
+	paths.raw("}")
+	v.b.curDeps = nil
+
+	w := jsonWriter{b: make([]byte, 0, len(paths.b)*2)}
+	w.raw(`{"components":{"schemas":`)
+	v.defs.write(&w, slices.Sorted(maps.Keys(v.b.closure(slices.Sorted(maps.Keys(roots))))))
+	w.key("securitySchemes")
+	writeSecurityScheme(&w)
+	w.raw("}")
+	w.key("info")
+	writeInfo(&w, version)
+	w.raw(`,"openapi":"3.0.0"`)
+	w.key("paths")
+	w.b = append(w.b, paths.b...)
+	w.key("security")
+	writeSecurity(&w)
+	w.raw("}")
+	if w.err != nil {
+		return nil, w.err
+	}
+	if paths.err != nil {
+		return nil, paths.err
+	}
+	return w.b, nil
 }
 
 // buildV3 renders one OpenAPI 3.0 document per group version, each self-contained.
-func buildV3(routes []route, b *schemaBuilder, version string) map[string]*spec3.OpenAPI {
+func buildV3(routes []route, b *schemaBuilder, version string) (map[string][]byte, error) {
 	byGV := map[string][]route{}
 	for _, r := range routes {
 		byGV[r.gvPath] = append(byGV[r.gvPath], r)
 	}
-	out := make(map[string]*spec3.OpenAPI, len(byGV))
-	for gv, rs := range byGV {
-		roots := map[string]bool{}
-		b.curDeps = roots
-		paths := make(map[string]*spec3.Path, len(rs))
-		for _, r := range rs {
-			item := &spec3.Path{}
-			for _, p := range r.params {
-				item.Parameters = append(item.Parameters, v3Param(p))
-			}
-			for _, op := range r.ops {
-				o := v3Operation(op, r.tag, b)
-				switch op.method {
-				case http.MethodGet:
-					item.Get = o
-				case http.MethodPut:
-					item.Put = o
-				case http.MethodPost:
-					item.Post = o
-				case http.MethodPatch:
-					item.Patch = o
-				case http.MethodDelete:
-					item.Delete = o
-				}
-			}
-			paths[r.path] = item
+	v := &v3Renderer{b: b, defs: definitionsJSON{b: b, cache: map[string][]byte{}}}
+	out := make(map[string][]byte, len(byGV))
+	for _, gv := range slices.Sorted(maps.Keys(byGV)) {
+		data, err := v.render(byGV[gv], version)
+		if err != nil {
+			return nil, fmt.Errorf("v3 %s: %w", gv, err)
 		}
-		b.curDeps = nil
-		out[gv] = &spec3.OpenAPI{
-			Version: "3.0.0",
-			Info:    &spec.Info{InfoProps: spec.InfoProps{Title: docTitle, Version: version}},
-			Paths:   &spec3.Paths{Paths: paths},
-			Components: &spec3.Components{
-				Schemas: b.closure(slices.Sorted(maps.Keys(roots))),
-				SecuritySchemes: spec3.SecuritySchemes{securitySchemeKey: &spec3.SecurityScheme{SecuritySchemeProps: spec3.SecuritySchemeProps{
-					Type: "apiKey", Name: "authorization", In: "header", Description: "Bearer Token authentication",
-				}}},
-			},
-			SecurityRequirement: []map[string][]string{{securitySchemeKey: {}}},
-		}
+		out[gv] = data
 	}
-	return out
-}
-
-func v3Param(p param) *spec3.Parameter {
-	s := &spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{p.typ}, UniqueItems: true}}
-	return &spec3.Parameter{ParameterProps: spec3.ParameterProps{Name: p.name, In: p.in, Description: p.desc, Required: p.required, Schema: s}}
-}
-
-func v3Content(types []string, s *spec.Schema) map[string]*spec3.MediaType {
-	out := make(map[string]*spec3.MediaType, len(types))
-	for _, t := range types {
-		out[t] = &spec3.MediaType{MediaTypeProps: spec3.MediaTypeProps{Schema: s}}
-	}
-	return out
-}
-
-func v3Operation(op operation, tag string, b *schemaBuilder) *spec3.Operation {
-	o := &spec3.Operation{OperationProps: spec3.OperationProps{
-		Tags:        []string{tag},
-		Description: op.desc,
-		OperationId: op.id,
-	}}
-	for _, p := range op.params {
-		o.Parameters = append(o.Parameters, v3Param(p))
-	}
-	if op.body != nil {
-		s := &spec.Schema{SchemaProps: spec.SchemaProps{Ref: b.ref(op.body)}}
-		o.RequestBody = &spec3.RequestBody{RequestBodyProps: spec3.RequestBodyProps{Content: v3Content(op.consumes(), s), Required: op.bodyRequired}}
-	}
-	resp := map[int]*spec3.Response{http.StatusUnauthorized: {ResponseProps: spec3.ResponseProps{Description: statusText(http.StatusUnauthorized)}}}
-	for _, r := range op.responses {
-		sr := &spec3.Response{ResponseProps: spec3.ResponseProps{Description: statusText(r.code)}}
-		switch {
-		case r.typ != nil:
-			sr.Content = v3Content(op.produces(), &spec.Schema{SchemaProps: spec.SchemaProps{Ref: b.ref(r.typ)}})
-		case r.text:
-			sr.Content = v3Content(op.produces(), &spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"string"}}})
-		}
-		resp[r.code] = sr
-	}
-	o.Responses = &spec3.Responses{ResponsesProps: spec3.ResponsesProps{StatusCodeResponses: resp}}
-	o.AddExtension(extAction, op.action)
-	o.AddExtension(extGVK, gvkExtension(op.gvk))
-	return o
+	return out, nil
 }

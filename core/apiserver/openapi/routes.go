@@ -15,8 +15,8 @@ import (
 
 // param is a path or query parameter, flavour-neutral.
 type param struct {
-	name, in, typ, format, desc string
-	required                    bool
+	name, in, typ, desc string
+	required            bool
 }
 
 // response is one status code of an operation. A nil typ with text set is a plain-text
@@ -61,18 +61,23 @@ const (
 	verbDeleteCollection = "deletecollection"
 )
 
-var (
-	typeStatus        = reflect.TypeFor[metav1.Status]()
-	typePatch         = reflect.TypeFor[metav1.Patch]()
-	typeDeleteOptions = reflect.TypeFor[metav1.DeleteOptions]()
-)
+// Media types advertised by operations; functions rather than variables so that no
+// caller can alter a shared slice.
+func mediaTypes() []string {
+	return []string{"application/json", "application/yaml", "application/vnd.kubernetes.protobuf"}
+}
 
-var (
-	mediaTypes      = []string{"application/json", "application/yaml", "application/vnd.kubernetes.protobuf"}
-	watchMediaTypes = []string{"application/json;stream=watch", "application/vnd.kubernetes.protobuf;stream=watch"}
-	patchMediaTypes = []string{"application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"}
-	textMediaTypes  = []string{"text/plain", "application/json", "application/yaml", "application/vnd.kubernetes.protobuf"}
-)
+func watchMediaTypes() []string {
+	return []string{"application/json;stream=watch", "application/vnd.kubernetes.protobuf;stream=watch"}
+}
+
+func patchMediaTypes() []string {
+	return []string{"application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"}
+}
+
+func textMediaTypes() []string {
+	return []string{"text/plain", "application/json", "application/yaml", "application/vnd.kubernetes.protobuf"}
+}
 
 // optionParams turns an options struct into query parameters by reflection, which is also
 // how kube-apiserver derives them, so names and descriptions follow the API types.
@@ -136,18 +141,21 @@ func newParamSets() paramSets {
 		create:           optionParams(reflect.TypeFor[metav1.CreateOptions]()),
 		update:           optionParams(reflect.TypeFor[metav1.UpdateOptions]()),
 		patch:            optionParams(reflect.TypeFor[metav1.PatchOptions]()),
-		del:              optionParams(typeDeleteOptions),
-		deleteCollection: mergeParams(optionParams(typeDeleteOptions), optionParams(reflect.TypeFor[metav1.ListOptions](), "watch", "allowWatchBookmarks")),
+		del:              optionParams(reflect.TypeFor[metav1.DeleteOptions]()),
+		deleteCollection: mergeParams(optionParams(reflect.TypeFor[metav1.DeleteOptions]()), optionParams(reflect.TypeFor[metav1.ListOptions](), "watch", "allowWatchBookmarks")),
 		log:              optionParams(reflect.TypeFor[corev1.PodLogOptions]()),
 	}
 }
 
-var (
-	prettyParam = param{name: "pretty", in: "query", typ: "string",
+func prettyParam() param {
+	return param{name: "pretty", in: "query", typ: "string",
 		desc: "If 'true', then the output is pretty printed. Defaults to 'false' unless the user-agent indicates a browser or command-line HTTP tool (curl and wget)."}
-	namespaceParam = param{name: "namespace", in: "path", typ: "string", required: true,
+}
+
+func namespaceParam() param {
+	return param{name: "namespace", in: "path", typ: "string", required: true,
 		desc: "object name and auth scope, such as for teams and projects"}
-)
+}
 
 func nameParam(kind string) param {
 	return param{name: "name", in: "path", typ: "string", required: true, desc: "name of the " + kind}
@@ -267,11 +275,11 @@ func buildRoutes(s *runtime.Scheme, resources []Resource) ([]route, error) {
 		prefix := "/" + gvPath(gv)
 		scoped := prefix
 		scope := ""
-		common := []param{prettyParam}
+		common := []param{prettyParam()}
 		if r.Namespaced {
 			scoped += "/namespaces/{namespace}"
 			scope = "Namespaced"
-			common = []param{namespaceParam, prettyParam}
+			common = []param{namespaceParam(), prettyParam()}
 		}
 		id := groupID(gv)
 		kind := r.GVK.Kind
@@ -286,7 +294,7 @@ func buildRoutes(s *runtime.Scheme, resources []Resource) ([]route, error) {
 		if hasVerb(r.Verbs, verbList) {
 			coll = append(coll, operation{method: http.MethodGet, id: "list" + id + scope + kind,
 				desc: "list or watch objects of kind " + kind, action: "list", gvk: r.GVK,
-				params: ps.list, watch: true, responses: []response{{code: 200, typ: listType}}})
+				params: ps.list, watch: hasVerb(r.Verbs, verbWatch), responses: []response{{code: 200, typ: listType}}})
 		}
 		if hasVerb(r.Verbs, verbCreate) {
 			coll = append(coll, operation{method: http.MethodPost, id: "create" + id + scope + kind,
@@ -297,15 +305,15 @@ func buildRoutes(s *runtime.Scheme, resources []Resource) ([]route, error) {
 		if hasVerb(r.Verbs, verbDeleteCollection) {
 			coll = append(coll, operation{method: http.MethodDelete, id: "delete" + id + "Collection" + scope + kind,
 				desc: "delete collection of " + kind, action: "deletecollection", gvk: r.GVK,
-				params: ps.deleteCollection, body: typeDeleteOptions,
-				responses: []response{{code: 200, typ: typeStatus}}})
+				params: ps.deleteCollection, body: reflect.TypeFor[metav1.DeleteOptions](),
+				responses: []response{{code: 200, typ: reflect.TypeFor[metav1.Status]()}}})
 		}
 		add(scoped+"/"+r.Plural, common, coll)
 
 		if r.Namespaced && hasVerb(r.Verbs, verbList) {
-			add(prefix+"/"+r.Plural, []param{prettyParam}, []operation{{method: http.MethodGet,
+			add(prefix+"/"+r.Plural, []param{prettyParam()}, []operation{{method: http.MethodGet,
 				id: "list" + id + kind + "ForAllNamespaces", desc: "list or watch objects of kind " + kind,
-				action: "list", gvk: r.GVK, params: ps.list, watch: true,
+				action: "list", gvk: r.GVK, params: ps.list, watch: hasVerb(r.Verbs, verbWatch),
 				responses: []response{{code: 200, typ: listType}}}})
 		}
 
@@ -324,14 +332,14 @@ func buildRoutes(s *runtime.Scheme, resources []Resource) ([]route, error) {
 		if hasVerb(r.Verbs, verbPatch) {
 			item = append(item, operation{method: http.MethodPatch, id: "patch" + id + scope + kind,
 				desc: "partially update the specified " + kind, action: "patch", gvk: r.GVK,
-				params: ps.patch, body: typePatch, bodyRequired: true, patch: true,
+				params: ps.patch, body: reflect.TypeFor[metav1.Patch](), bodyRequired: true, patch: true,
 				responses: []response{{code: 200, typ: kindType}, {code: 201, typ: kindType}}})
 		}
 		if hasVerb(r.Verbs, verbDelete) {
 			item = append(item, operation{method: http.MethodDelete, id: "delete" + id + scope + kind,
 				desc: "delete " + article(kind), action: "delete", gvk: r.GVK,
-				params: ps.del, body: typeDeleteOptions,
-				responses: []response{{code: 200, typ: typeStatus}, {code: 202, typ: typeStatus}}})
+				params: ps.del, body: reflect.TypeFor[metav1.DeleteOptions](),
+				responses: []response{{code: 200, typ: reflect.TypeFor[metav1.Status]()}, {code: 202, typ: reflect.TypeFor[metav1.Status]()}}})
 		}
 		itemParams := append([]param{nameParam(kind)}, common...)
 		add(scoped+"/"+r.Plural+"/{name}", itemParams, item)
@@ -341,6 +349,9 @@ func buildRoutes(s *runtime.Scheme, resources []Resource) ([]route, error) {
 			if err != nil {
 				return nil, err
 			}
+			if len(subRoute.ops) == 0 {
+				continue
+			}
 			subRoute.path = scoped + "/" + r.Plural + "/{name}/" + sub.Name
 			subRoute.gvPath, subRoute.tag = gvPath(gv), tag
 			if sub.Name == "binding" || sub.Name == "eviction" {
@@ -348,9 +359,7 @@ func buildRoutes(s *runtime.Scheme, resources []Resource) ([]route, error) {
 			} else {
 				subRoute.params = itemParams
 			}
-			if len(subRoute.ops) > 0 {
-				routes = append(routes, subRoute)
-			}
+			routes = append(routes, subRoute)
 		}
 	}
 	slices.SortStableFunc(routes, func(a, b route) int { return strings.Compare(a.path, b.path) })
@@ -407,7 +416,7 @@ func subresourceRoute(s *runtime.Scheme, ps paramSets, r Resource, sub Subresour
 		case m == http.MethodPatch:
 			op.id = "patch" + id + scope + kind + subCamel
 			op.desc = "partially update " + sub.Name + " of the specified " + kind
-			op.action, op.params, op.body, op.bodyRequired, op.patch = "patch", ps.patch, typePatch, true, true
+			op.action, op.params, op.body, op.bodyRequired, op.patch = "patch", ps.patch, reflect.TypeFor[metav1.Patch](), true, true
 			op.responses = []response{{code: 200, typ: typ}, {code: 201, typ: typ}}
 		case m == http.MethodPost:
 			op.id = "create" + id + scope + kind + subCamel
@@ -417,8 +426,8 @@ func subresourceRoute(s *runtime.Scheme, ps paramSets, r Resource, sub Subresour
 		case m == http.MethodDelete:
 			op.id = "delete" + id + scope + kind + subCamel
 			op.desc = "delete " + sub.Name + " of " + article(kind)
-			op.action, op.params, op.body = "delete", ps.del, typeDeleteOptions
-			op.responses = []response{{code: 200, typ: typeStatus}, {code: 202, typ: typeStatus}}
+			op.action, op.params, op.body = "delete", ps.del, reflect.TypeFor[metav1.DeleteOptions]()
+			op.responses = []response{{code: 200, typ: reflect.TypeFor[metav1.Status]()}, {code: 202, typ: reflect.TypeFor[metav1.Status]()}}
 		}
 		ops = append(ops, op)
 	}

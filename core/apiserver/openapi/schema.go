@@ -32,19 +32,14 @@ const (
 	extAction        = "x-kubernetes-action"
 )
 
-var (
-	typeIntOrString = reflect.TypeFor[intstr.IntOrString]()
-	typeQuantity    = reflect.TypeFor[resource.Quantity]()
-)
-
 // builtinDescriptions covers the apimachinery types that have no generated SwaggerDoc
 // because they are hand-written wrappers; kubectl explain would otherwise print <empty>.
 func builtinDescriptions() map[reflect.Type]string {
 	return map[reflect.Type]string{
-		typeQuantity: "Quantity is a fixed-point decimal number with an optional SI or binary suffix, serialized as a string such as \"100m\", \"1.5\", \"128Mi\" or \"2Gi\". " +
+		reflect.TypeFor[resource.Quantity](): "Quantity is a fixed-point decimal number with an optional SI or binary suffix, serialized as a string such as \"100m\", \"1.5\", \"128Mi\" or \"2Gi\". " +
 			"Binary suffixes are Ki, Mi, Gi, Ti, Pi, Ei (powers of 1024); decimal suffixes are m, k, M, G, T, P, E (powers of 1000); exponents such as 1e3 are accepted too. " +
 			"Values keep the suffix style they were parsed with, must fit in 63 bits and have at most three decimal places.",
-		typeIntOrString:                         "IntOrString holds either an int32 or a string; in JSON and YAML it is written as whichever of the two it holds, so a field of this type accepts, for example, a port number or a port name.",
+		reflect.TypeFor[intstr.IntOrString]():   "IntOrString holds either an int32 or a string; in JSON and YAML it is written as whichever of the two it holds, so a field of this type accepts, for example, a port number or a port name.",
 		reflect.TypeFor[metav1.Time]():          "Time is a timestamp serialized as an RFC 3339 string with second precision, e.g. \"2024-01-02T15:04:05Z\".",
 		reflect.TypeFor[metav1.MicroTime]():     "MicroTime is a timestamp serialized as an RFC 3339 string with microsecond precision.",
 		reflect.TypeFor[metav1.Duration]():      "Duration is a time span serialized as a Go duration string such as \"1h30m\" or \"250ms\".",
@@ -164,6 +159,12 @@ func isPlainObject(t reflect.Type) bool {
 
 // ref returns the $ref for t, building its definition on first use.
 func (b *schemaBuilder) ref(t reflect.Type) spec.Ref {
+	return b.refs[b.refName(t)]
+}
+
+// refName returns the definition name of t, building the definition on first use and
+// recording it as a dependency of whatever is being built.
+func (b *schemaBuilder) refName(t reflect.Type) string {
 	name, ok := b.names[t]
 	if !ok {
 		name = definitionName(t)
@@ -184,7 +185,7 @@ func (b *schemaBuilder) ref(t reflect.Type) spec.Ref {
 	if b.curDeps != nil {
 		b.curDeps[name] = true
 	}
-	return b.refs[name]
+	return name
 }
 
 // definition builds the named schema of t.
@@ -216,7 +217,7 @@ func (b *schemaBuilder) definition(t reflect.Type) *spec.Schema {
 		} else {
 			s.Type = typer.OpenAPISchemaType()
 		}
-		if t == typeIntOrString {
+		if t == reflect.TypeFor[intstr.IntOrString]() {
 			s.AddExtension(extIntOrString, true)
 		}
 		return s

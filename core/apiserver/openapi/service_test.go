@@ -103,7 +103,7 @@ func TestV2Document(t *testing.T) {
 	validator := validation.ValidateModel
 	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "p"},
 		"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "busybox",
-			"ports": []any{map[string]any{"containerPort": int64(80)}},
+			"ports":     []any{map[string]any{"containerPort": int64(80)}},
 			"resources": map[string]any{"limits": map[string]any{"cpu": "100m"}}}}}}
 	if errs := validator(pod, resources.LookupResource(core("Pod")), "Pod"); len(errs) != 0 {
 		t.Errorf("valid pod rejected: %v", errs)
@@ -117,7 +117,14 @@ func TestV2Document(t *testing.T) {
 	if err := json.Unmarshal(svc.v2JSON.data, &sw); err != nil {
 		t.Fatal(err)
 	}
-	checkRefs(t, "v2", svc.v2JSON.data, "#/definitions/", func(name string) bool { _, ok := sw.Definitions[name]; return ok })
+	checkRefs(t, "v2", svc.v2JSON.data, func(ref string) bool {
+		if name, ok := strings.CutPrefix(ref, "#/parameters/"); ok {
+			_, ok := sw.Parameters[name]
+			return ok
+		}
+		_, ok := sw.Definitions[strings.TrimPrefix(ref, "#/definitions/")]
+		return ok
+	})
 	item := sw.Paths.Paths["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]
 	if item.Patch == nil || item.Get == nil || item.Put == nil || item.Delete == nil {
 		t.Fatalf("deployment item path = %+v", item)
@@ -125,14 +132,14 @@ func TestV2Document(t *testing.T) {
 	if got := item.Patch.Extensions[extAction]; got != "patch" {
 		t.Errorf("patch action = %v", got)
 	}
-	if !hasQueryParamV2(item.Patch, "fieldValidation") || !hasQueryParamV2(item.Patch, "dryRun") || !hasQueryParamV2(item.Patch, "fieldManager") {
+	if !hasQueryParamV2(&sw, item.Patch, "fieldValidation") || !hasQueryParamV2(&sw, item.Patch, "dryRun") || !hasQueryParamV2(&sw, item.Patch, "fieldManager") {
 		t.Errorf("patch parameters = %+v", item.Patch.Parameters)
 	}
 	coll := sw.Paths.Paths["/api/v1/namespaces/{namespace}/pods"]
 	if coll.Get == nil || coll.Post == nil || coll.Delete == nil || coll.Get.ID != "listCoreV1NamespacedPod" {
 		t.Errorf("pod collection = %+v", coll)
 	}
-	if !hasQueryParamV2(coll.Get, "labelSelector") || !hasQueryParamV2(coll.Get, "watch") || !hasQueryParamV2(coll.Post, "fieldValidation") {
+	if !hasQueryParamV2(&sw, coll.Get, "labelSelector") || !hasQueryParamV2(&sw, coll.Get, "watch") || !hasQueryParamV2(&sw, coll.Post, "fieldValidation") {
 		t.Errorf("pod collection parameters: list %+v create %+v", coll.Get.Parameters, coll.Post.Parameters)
 	}
 	scale := sw.Paths.Paths["/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale"]
@@ -143,13 +150,17 @@ func TestV2Document(t *testing.T) {
 		t.Error("Scale definition missing")
 	}
 	logOp := sw.Paths.Paths["/api/v1/namespaces/{namespace}/pods/{name}/log"].Get
-	if logOp == nil || !hasQueryParamV2(logOp, "container") || !logOp.Responses.StatusCodeResponses[200].Schema.Type.Contains("string") {
+	if logOp == nil || !hasQueryParamV2(&sw, logOp, "container") || !logOp.Responses.StatusCodeResponses[200].Schema.Type.Contains("string") {
 		t.Errorf("log = %+v", logOp)
 	}
 }
 
-func hasQueryParamV2(op *spec.Operation, name string) bool {
+// hasQueryParamV2 resolves shared #/parameters/ references like kubectl's verifier does.
+func hasQueryParamV2(sw *spec.Swagger, op *spec.Operation, name string) bool {
 	for _, p := range op.Parameters {
+		if ref, ok := strings.CutPrefix(p.Ref.String(), "#/parameters/"); ok {
+			p = sw.Parameters[ref]
+		}
 		if p.In == "query" && p.Name == name {
 			return true
 		}
@@ -158,7 +169,7 @@ func hasQueryParamV2(op *spec.Operation, name string) bool {
 }
 
 // checkRefs asserts that every $ref in a document resolves inside it.
-func checkRefs(t *testing.T, what string, data []byte, prefix string, exists func(string) bool) {
+func checkRefs(t *testing.T, what string, data []byte, exists func(ref string) bool) {
 	t.Helper()
 	var walk func(any)
 	walk = func(v any) {
@@ -166,8 +177,7 @@ func checkRefs(t *testing.T, what string, data []byte, prefix string, exists fun
 		case map[string]any:
 			for k, e := range v {
 				if ref, ok := e.(string); ok && k == "$ref" {
-					name, ok := strings.CutPrefix(ref, prefix)
-					if !ok || !exists(name) {
+					if !exists(ref) {
 						t.Errorf("%s: dangling $ref %q", what, ref)
 					}
 				}
@@ -244,7 +254,10 @@ func TestV3Documents(t *testing.T) {
 			if _, err := openapiv3.ParseDocument(body); err != nil {
 				t.Errorf("gnostic rejects the v3 document: %v", err)
 			}
-			checkRefs(t, tc.gv, body, "#/components/schemas/", func(name string) bool { _, ok := doc.Components.Schemas[name]; return ok })
+			checkRefs(t, tc.gv, body, func(ref string) bool {
+				name, ok := strings.CutPrefix(ref, "#/components/schemas/")
+				return ok && doc.Components.Schemas[name] != nil
+			})
 			for _, name := range tc.schemas {
 				if doc.Components.Schemas[name] == nil {
 					t.Errorf("schema %s missing", name)

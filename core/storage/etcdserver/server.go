@@ -158,6 +158,7 @@ type quietCore struct {
 	closing *atomic.Bool
 }
 
+// Check implements zapcore.Core: nothing is written once closing.
 func (c quietCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
 	if c.closing.Load() || !c.Enabled(e.Level) {
 		return ce
@@ -165,6 +166,7 @@ func (c quietCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Che
 	return ce.AddCore(e, c)
 }
 
+// With implements zapcore.Core, keeping the closing switch.
 func (c quietCore) With(fields []zapcore.Field) zapcore.Core {
 	return quietCore{Core: c.Core.With(fields), closing: c.closing}
 }
