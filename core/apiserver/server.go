@@ -17,6 +17,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
 	"github.com/wasmplane/wasmplane/core/apiserver/filters"
 	"github.com/wasmplane/wasmplane/core/apiserver/mux"
+	"github.com/wasmplane/wasmplane/core/apiserver/openapi"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	"github.com/wasmplane/wasmplane/core/apiserver/resources"
 	"github.com/wasmplane/wasmplane/core/storage"
@@ -158,6 +159,13 @@ func New(cfg Config) (*Server, error) {
 		paths.Handle(p, ok)
 		paths.HandlePrefix(p+"/", ok)
 	}
+	oa, err := openapi.New(cfg.Scheme, s.openAPIResources(), Version().GitVersion)
+	if err != nil {
+		return nil, fmt.Errorf("building OpenAPI documents: %w", err)
+	}
+	paths.Handle("/openapi/v2", oa.V2())
+	paths.Handle("/openapi/v3", oa.V3())
+	paths.HandlePrefix("/openapi/v3/", oa.V3())
 	paths.Handle("/version", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, Version()) }))
 	paths.Handle("/metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
 	for p, h := range cfg.ExtraHandlers {
@@ -189,6 +197,27 @@ func rootOf(gv schema.GroupVersion) string {
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// openAPIResources describes every served resource for the OpenAPI documents.
+func (s *Server) openAPIResources() []openapi.Resource {
+	var out []openapi.Resource
+	for _, g := range s.groups {
+		for _, a := range g.resources {
+			res := a.Scope.Store.Resource
+			r := openapi.Resource{GVK: res.GroupVersionKind(), ListKind: res.ListKind, Plural: res.Name, Namespaced: res.Namespaced}
+			for _, sub := range a.Subresources {
+				os := openapi.Subresource{Name: sub.Name, Kind: sub.Kind}
+				for m := range sub.Handlers {
+					os.Verbs = append(os.Verbs, m)
+				}
+				sort.Strings(os.Verbs)
+				r.Subresources = append(r.Subresources, os)
+			}
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Store returns the REST store of a resource (for bootstrapping and tests).
