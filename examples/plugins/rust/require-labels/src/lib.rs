@@ -1,0 +1,88 @@
+//! require-labels: a wasmplane validate plugin in Rust. Objects must carry the labels
+//! listed in `config.labels`, and pods may not use `:latest` (or untagged) images. Same
+//! behaviour as examples/plugins/go/require-labels.
+
+use std::cell::RefCell;
+
+use wasmplane::json::{quote, Value};
+
+thread_local! {
+    // The configured labels, read once per instance by configure.
+    static LABELS: RefCell<Vec<String>> = RefCell::new(Vec::new());
+}
+
+fn on_configure(req: &Value) -> Result<String, String> {
+    let list = req.get("config").get("labels");
+    let mut labels = Vec::new();
+    match list {
+        Value::Null => {}
+        Value::Array(items) => {
+            for v in items {
+                labels.push(v.as_str().ok_or("config.labels must be a list of strings")?.to_string());
+            }
+        }
+        _ => return Err("config.labels must be a list of strings".into()),
+    }
+    LABELS.with(|l| *l.borrow_mut() = labels);
+    Ok("{}".into())
+}
+
+/// Tells whether an image reference resolves to the latest tag.
+fn latest(image: &str) -> bool {
+    if image.contains("@sha256:") {
+        return false;
+    }
+    let name = image.rsplit('/').next().unwrap_or(image);
+    match name.split_once(':') {
+        Some((_, tag)) => tag == "latest",
+        None => true,
+    }
+}
+
+fn check_images(containers: &Value, problems: &mut Vec<String>) {
+    for c in containers.items() {
+        let image = c.get("image").str();
+        if latest(image) {
+            problems.push(format!(
+                "container {}: image {} must be pinned to a tag other than latest",
+                quote(c.get("name").str()),
+                quote(image)
+            ));
+        }
+    }
+}
+
+fn on_validate(req: &Value) -> Result<String, String> {
+    let op = req.get("operation").str();
+    if op != "CREATE" && op != "UPDATE" {
+        return Ok(r#"{"allowed":true}"#.into());
+    }
+    let obj = req.get("object");
+    if !matches!(obj, Value::Object(_)) {
+        return Err("object is not a JSON object".into());
+    }
+    let mut problems = Vec::new();
+    let have = obj.get("metadata").get("labels");
+    LABELS.with(|labels| {
+        for l in labels.borrow().iter() {
+            if !have.has(l) {
+                problems.push(format!("label {} is required", quote(l)));
+            }
+        }
+    });
+    if req.get("kind").get("kind").str() == "Pod" {
+        let spec = obj.get("spec");
+        check_images(spec.get("initContainers"), &mut problems);
+        check_images(spec.get("containers"), &mut problems);
+    }
+    if problems.is_empty() {
+        return Ok(r#"{"allowed":true}"#.into());
+    }
+    Ok(format!(
+        r#"{{"allowed":false,"code":403,"reason":"Forbidden","message":{}}}"#,
+        quote(&problems.join("; "))
+    ))
+}
+
+wasmplane::hook!(configure, on_configure);
+wasmplane::hook!(validate, on_validate);

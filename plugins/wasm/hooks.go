@@ -1,0 +1,86 @@
+package wasm
+
+import (
+	"context"
+
+	"github.com/wasmplane/wasmplane/sdk/go/abi"
+)
+
+func (p *Plugin) jsonCall(ctx context.Context, hook string, req any, decode func([]byte) error) error {
+	b, err := encodeJSON(req)
+	if err != nil {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadInput, Err: err}
+	}
+	return p.invoke(ctx, hook, func(*instance) ([]byte, error) { return b, nil }, decode, nil)
+}
+
+// Authenticate calls the authenticate hook (ABI §7.2).
+func (p *Plugin) Authenticate(ctx context.Context, req *abi.AuthenticateRequest) (*abi.AuthenticateResponse, error) {
+	var resp *abi.AuthenticateResponse
+	err := p.jsonCall(ctx, abi.HookAuthenticate, req, func(b []byte) (err error) {
+		resp, err = decodeAuthenticate(b)
+		return err
+	})
+	return resp, err
+}
+
+// Mutate calls the mutate hook (ABI §7.3).
+func (p *Plugin) Mutate(ctx context.Context, req *abi.AdmissionRequest) (*abi.MutateResponse, error) {
+	var resp *abi.MutateResponse
+	err := p.jsonCall(ctx, abi.HookMutate, req, func(b []byte) (err error) {
+		resp, err = decodeMutate(b)
+		return err
+	})
+	return resp, err
+}
+
+// Validate calls the validate hook (ABI §7.3).
+func (p *Plugin) Validate(ctx context.Context, req *abi.AdmissionRequest) (*abi.ValidateResponse, error) {
+	var resp *abi.ValidateResponse
+	err := p.jsonCall(ctx, abi.HookValidate, req, func(b []byte) (err error) {
+		resp, err = decodeValidate(b)
+		return err
+	})
+	return resp, err
+}
+
+// Initialize calls the initialize hook (ABI §7.4).
+func (p *Plugin) Initialize(ctx context.Context, req *abi.InitializeRequest) (*abi.InitializeResponse, error) {
+	var resp *abi.InitializeResponse
+	err := p.jsonCall(ctx, abi.HookInitialize, req, func(b []byte) (err error) {
+		resp, err = decodeInitialize(b)
+		return err
+	})
+	return resp, err
+}
+
+// Filter calls the filter hook once for the pod and all its candidate nodes (ABI §7.5).
+func (p *Plugin) Filter(ctx context.Context, in *SchedulingInput) (*abi.FilterResponse, error) {
+	var resp *abi.FilterResponse
+	err := p.invoke(ctx, abi.HookFilter,
+		func(inst *instance) ([]byte, error) { return buildScheduling(inst, in) },
+		func(b []byte) (err error) {
+			resp, err = decodeFilter(b, len(in.Nodes))
+			return err
+		}, commitTable)
+	return resp, err
+}
+
+// Score calls the score hook once for the pod and all its feasible nodes (ABI §7.5) and
+// returns one score per node, in order.
+func (p *Plugin) Score(ctx context.Context, in *SchedulingInput) ([]int64, error) {
+	var scores []int64
+	err := p.invoke(ctx, abi.HookScore,
+		func(inst *instance) ([]byte, error) { return buildScheduling(inst, in) },
+		func(b []byte) (err error) {
+			scores, err = decodeScores(b, len(in.Nodes), make([]int64, 0, len(in.Nodes)))
+			return err
+		}, commitTable)
+	return scores, err
+}
+
+func commitTable(in *instance) {
+	if in.table != nil {
+		in.table.commit()
+	}
+}

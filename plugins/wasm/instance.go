@@ -1,0 +1,260 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/wasmplane/wasmplane/sdk/go/abi"
+)
+
+const (
+	maxLogMessage  = 4096
+	maxLogsPerCall = 64
+	inputAlign     = 4096
+)
+
+// instance is one instantiated module. It is used by one call at a time.
+type instance struct {
+	set   *instanceSet
+	name  string
+	mod   api.Module
+	mem   *limitedMemory
+	alloc api.Function
+	free  api.Function
+	hooks map[string]api.Function
+	stack [2]uint64
+
+	inPtr, inCap uint32
+
+	hook    string // hook being called, for logs
+	logs    int
+	dropped int
+	lastMem int
+
+	// table is the host's view of the guest's node table (ABI §7.6).
+	table *nodeTable
+	// reqBuf is reused to build requests.
+	reqBuf []byte
+}
+
+// newInstance instantiates, starts, version-checks and configures one instance.
+func (s *instanceSet) newInstance(ctx context.Context) (_ *instance, err error) {
+	p := s.p
+	r := p.r
+	e := s.mod.e
+	in := &instance{
+		set:  s,
+		name: p.label + "#" + strconv.FormatUint(r.seq.Add(1), 10),
+		mem:  &limitedMemory{max: p.limits.MemoryBytes},
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.limits.InitTimeout)
+	defer cancel()
+	ictx := experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(func(_, _ uint64) experimental.LinearMemory { return in.mem }))
+	cfg := wazero.NewModuleConfig().
+		WithName(in.name).
+		WithStartFunctions(). // _initialize is called below, under our own error handling
+		WithStdout(&lineWriter{in: in, level: slog.LevelDebug, stream: "stdout"}).
+		WithStderr(&lineWriter{in: in, level: slog.LevelWarn, stream: "stderr"})
+	r.instances.Store(in.name, in)
+	defer func() {
+		if err != nil {
+			in.close(context.WithoutCancel(ctx))
+		}
+	}()
+	in.hook = "instantiate"
+	mod, err := r.rt.InstantiateModule(ictx, e.compiled, cfg)
+	if err != nil {
+		return nil, in.classify(ctx, err)
+	}
+	in.mod = mod
+	if e.hasInit {
+		in.hook = abi.ExportInitialize
+		if _, err := mod.ExportedFunction(abi.ExportInitialize).Call(ctx); err != nil {
+			return nil, in.classify(ctx, fmt.Errorf("_initialize: %w", err))
+		}
+	}
+	in.hook = abi.ExportVersion
+	res, err := mod.ExportedFunction(abi.ExportVersion).Call(ctx)
+	if err != nil {
+		return nil, in.classify(ctx, fmt.Errorf("%s: %w", abi.ExportVersion, err))
+	}
+	if v := int32(res[0]); v != abi.Version {
+		return nil, &Error{Plugin: p.label, Kind: ErrABIVersion, Err: fmt.Errorf("abi: module speaks wasmplane ABI version %d; this host speaks %d", v, abi.Version)}
+	}
+	in.alloc = mod.ExportedFunction(abi.ExportAlloc)
+	if e.hasFree {
+		in.free = mod.ExportedFunction(abi.ExportFree)
+	}
+	in.hooks = make(map[string]api.Function, len(e.hooks))
+	for h := range e.hooks {
+		in.hooks[h] = mod.ExportedFunction(h)
+	}
+	if e.hooks[abi.HookConfigure] {
+		var resp abi.ConfigureResponse
+		req, err := encodeJSON(abi.ConfigureRequest{Plugin: abi.PluginRef{Name: p.cfg.Name, Namespace: p.cfg.Namespace}, Config: p.config})
+		if err != nil {
+			return nil, &Error{Plugin: p.label, Hook: abi.HookConfigure, Kind: ErrInvalidModule, Err: err}
+		}
+		err = in.call(ctx, abi.HookConfigure, req, func(out []byte) error { return decodeResponse(out, &resp) })
+		if err != nil {
+			if KindOf(err) == ErrGuest {
+				return nil, &Error{Plugin: p.label, Hook: abi.HookConfigure, Kind: ErrConfigRejected, Err: err.(*Error).Err}
+			}
+			return nil, err
+		}
+		in.setFlags(resp)
+	}
+	in.lastMem = in.mem.size()
+	p.r.metrics.instanceAdded(p, in.lastMem)
+	return in, nil
+}
+
+func (in *instance) setFlags(resp abi.ConfigureResponse) {
+	s := in.set
+	s.flagsOnce.Do(func() { s.flags = resp })
+	if resp.NodeTable {
+		in.table = newNodeTable()
+	}
+}
+
+// close frees the instance. It is safe to call on a half-built instance.
+func (in *instance) close(ctx context.Context) {
+	r := in.set.p.r
+	r.instances.Delete(in.name)
+	if in.mod != nil {
+		_ = in.mod.Close(ctx)
+		in.set.p.r.metrics.instanceRemoved(in.set.p, in.lastMem)
+	}
+	in.mod = nil
+}
+
+// call runs one hook with the request bytes and hands the guest's answer to decode while
+// the answer is still in guest memory (so large answers are not copied).
+func (in *instance) call(ctx context.Context, hook string, req []byte, decode func([]byte) error) error {
+	p := in.set.p
+	fn := in.hooks[hook]
+	if fn == nil {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrNotImplemented}
+	}
+	if len(req) > p.limits.MaxInputBytes {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrInputTooLarge, Err: fmt.Errorf("request is %d bytes, limit %d", len(req), p.limits.MaxInputBytes)}
+	}
+	in.hook, in.logs, in.dropped = hook, 0, 0
+	if uint32(len(req)) > in.inCap {
+		if in.inPtr != 0 && in.free != nil {
+			in.stack[0], in.stack[1] = uint64(in.inPtr), uint64(in.inCap)
+			if err := in.free.CallWithStack(ctx, in.stack[:]); err != nil {
+				return in.classify(ctx, fmt.Errorf("%s: %w", abi.ExportFree, err))
+			}
+		}
+		size := (uint32(len(req)) + inputAlign - 1) &^ (inputAlign - 1)
+		in.inPtr, in.inCap = 0, 0
+		in.stack[0] = uint64(size)
+		if err := in.alloc.CallWithStack(ctx, in.stack[:]); err != nil {
+			return in.classify(ctx, fmt.Errorf("%s: %w", abi.ExportAlloc, err))
+		}
+		ptr := uint32(in.stack[0])
+		if ptr == 0 {
+			return &Error{Plugin: p.label, Hook: hook, Kind: ErrOutOfMemory, Err: fmt.Errorf("%s(%d) returned 0", abi.ExportAlloc, size)}
+		}
+		in.inPtr, in.inCap = ptr, size
+	}
+	if !in.mod.Memory().Write(in.inPtr, req) {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadOutput, Err: fmt.Errorf("%s returned %#x, outside memory", abi.ExportAlloc, in.inPtr)}
+	}
+	in.stack[0], in.stack[1] = uint64(in.inPtr), uint64(len(req))
+	if err := fn.CallWithStack(ctx, in.stack[:]); err != nil {
+		return in.classify(ctx, err)
+	}
+	outPtr, outLen := uint32(in.stack[0]>>32), uint32(in.stack[0])
+	if in.dropped > 0 {
+		p.r.log.Warn("plugin log messages dropped", "plugin", p.label, "hook", hook, "dropped", in.dropped)
+	}
+	if outLen == 0 {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadOutput, Err: errors.New("empty answer")}
+	}
+	if int(outLen) > p.limits.MaxOutputBytes {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrOutputTooLarge, Err: fmt.Errorf("answer is %d bytes, limit %d", outLen, p.limits.MaxOutputBytes)}
+	}
+	out, ok := in.mod.Memory().Read(outPtr, outLen)
+	if !ok {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadOutput, Err: fmt.Errorf("answer [%#x, +%d) is outside memory", outPtr, outLen)}
+	}
+	if err := decode(out); err != nil {
+		var g guestError
+		if errors.As(err, &g) {
+			return &Error{Plugin: p.label, Hook: hook, Kind: ErrGuest, Err: err}
+		}
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadOutput, Err: err}
+	}
+	if m := in.mem.size(); m != in.lastMem {
+		p.r.metrics.memoryChanged(p, m-in.lastMem)
+		in.lastMem = m
+	}
+	return nil
+}
+
+// classify turns an error from running guest code into a typed error.
+func (in *instance) classify(ctx context.Context, err error) error {
+	p := in.set.p
+	kind := ErrTrap
+	var exit *sys.ExitError
+	switch {
+	case in.mem.refused:
+		kind = ErrOutOfMemory
+		err = fmt.Errorf("memory limit of %d bytes reached: %w", in.mem.max, err)
+	case errors.As(err, &exit) && (exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled):
+		kind = ErrTimeout
+		if cerr := context.Cause(ctx); cerr != nil {
+			err = fmt.Errorf("%w (%w)", err, cerr)
+		}
+	case ctx.Err() != nil:
+		kind = ErrTimeout
+	}
+	return &Error{Plugin: p.label, Hook: in.hook, Kind: kind, Err: err}
+}
+
+func (in *instance) logMessage(ctx context.Context, level slog.Level, msg string) {
+	if in.logs >= maxLogsPerCall {
+		in.dropped++
+		return
+	}
+	in.logs++
+	in.set.p.r.log.Log(ctx, level, msg, "plugin", in.set.p.label, "hook", in.hook)
+}
+
+// lineWriter turns a guest's stdout or stderr into log lines.
+type lineWriter struct {
+	in     *instance
+	level  slog.Level
+	stream string
+	buf    []byte
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	n := len(b)
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			room := maxLogMessage - len(w.buf)
+			if room > 0 {
+				w.buf = append(w.buf, b[:min(room, len(b))]...)
+			}
+			break
+		}
+		w.buf = append(w.buf, b[:i]...)
+		b = b[i+1:]
+		w.in.logMessage(context.Background(), w.level, w.stream+": "+string(w.buf[:min(len(w.buf), maxLogMessage)]))
+		w.buf = w.buf[:0]
+	}
+	return n, nil
+}

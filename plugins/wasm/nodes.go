@@ -1,0 +1,267 @@
+package wasm
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/wasmplane/wasmplane/sdk/go/abi"
+)
+
+// NodeDocument is a node serialized for plugins, once per (uid, resourceVersion): the
+// compact form of ABI §7.5 eagerly, the full Node lazily. Treat it as immutable.
+type NodeDocument struct {
+	UID             types.UID
+	Name            string
+	ResourceVersion string
+
+	key     uint64 // node-table key of the compact form; key+1 names the full form
+	compact []byte
+	node    *corev1.Node
+	fullMu  sync.Once
+	full    []byte
+	fullErr error
+}
+
+// Compact returns the compact document bytes.
+func (d *NodeDocument) Compact() []byte { return d.compact }
+
+// Full returns the full Node's JSON, serializing it on first use.
+func (d *NodeDocument) Full() ([]byte, error) {
+	d.fullMu.Do(func() {
+		d.full, d.fullErr = json.Marshal(d.node)
+		if d.fullErr != nil {
+			d.fullErr = fmt.Errorf("encode node %s: %w", d.Name, d.fullErr)
+		}
+	})
+	return d.full, d.fullErr
+}
+
+// NodeCache keeps one NodeDocument per node, rebuilt only when the node's
+// resourceVersion changes. It is safe for concurrent use; share one per scheduler.
+type NodeCache struct {
+	mu   sync.Mutex
+	docs map[types.UID]*NodeDocument
+	next atomic.Uint64
+}
+
+// NewNodeCache returns an empty cache.
+func NewNodeCache() *NodeCache { return &NodeCache{docs: map[types.UID]*NodeDocument{}} }
+
+// Document returns the cached document of n, serializing it if n is new or changed.
+func (c *NodeCache) Document(n *corev1.Node) (*NodeDocument, error) {
+	c.mu.Lock()
+	d := c.docs[n.UID]
+	c.mu.Unlock()
+	if d != nil && d.ResourceVersion == n.ResourceVersion {
+		return d, nil
+	}
+	compact, err := json.Marshal(CompactNode(n))
+	if err != nil {
+		return nil, fmt.Errorf("encode node %s: %w", n.Name, err)
+	}
+	d = &NodeDocument{UID: n.UID, Name: n.Name, ResourceVersion: n.ResourceVersion, compact: compact, node: n, key: c.next.Add(2)}
+	c.mu.Lock()
+	if old := c.docs[n.UID]; old == nil || old.ResourceVersion != n.ResourceVersion {
+		c.docs[n.UID] = d
+	} else {
+		d = old
+	}
+	c.mu.Unlock()
+	return d, nil
+}
+
+// Forget drops a deleted node's document.
+func (c *NodeCache) Forget(uid types.UID) {
+	c.mu.Lock()
+	delete(c.docs, uid)
+	c.mu.Unlock()
+}
+
+// Len returns the number of cached nodes.
+func (c *NodeCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.docs)
+}
+
+// CompactNode reduces a Node to the fields of the compact document (ABI §7.5).
+func CompactNode(n *corev1.Node) *abi.Node {
+	out := &abi.Node{
+		Metadata: abi.ObjectMeta{
+			Name: n.Name, UID: string(n.UID), ResourceVersion: n.ResourceVersion,
+			Labels: n.Labels, Annotations: n.Annotations,
+		},
+		Spec: abi.NodeSpec{Unschedulable: n.Spec.Unschedulable},
+	}
+	for _, t := range n.Spec.Taints {
+		out.Spec.Taints = append(out.Spec.Taints, abi.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
+	}
+	out.Status.Capacity = quantities(n.Status.Capacity)
+	out.Status.Allocatable = quantities(n.Status.Allocatable)
+	for _, c := range n.Status.Conditions {
+		out.Status.Conditions = append(out.Status.Conditions, abi.NodeCondition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason})
+	}
+	return out
+}
+
+func quantities(l corev1.ResourceList) map[string]string {
+	if len(l) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(l))
+	for k, v := range l {
+		m[string(k)] = v.String()
+	}
+	return m
+}
+
+// nodeTable is the host's record of the node documents one instance holds (ABI §7.6).
+type nodeTable struct {
+	keys  map[uint64]struct{}
+	byUID map[types.UID]uint64
+	// pending changes of the request being built, applied only if the call succeeds
+	forget  []uint64
+	define  []uint64
+	defUID  []types.UID
+	reset   bool
+	scratch []byte
+}
+
+func newNodeTable() *nodeTable {
+	return &nodeTable{keys: map[uint64]struct{}{}, byUID: map[types.UID]uint64{}}
+}
+
+func (t *nodeTable) commit() {
+	if t.reset {
+		clear(t.keys)
+		clear(t.byUID)
+	}
+	for _, k := range t.forget {
+		delete(t.keys, k)
+	}
+	for i, k := range t.define {
+		t.keys[k] = struct{}{}
+		t.byUID[t.defUID[i]] = k
+	}
+}
+
+// SchedulingInput is the input of Filter and Score: one pod and a batch of nodes.
+type SchedulingInput struct {
+	// Pod is the pod's JSON; serialize it once per scheduling cycle and share it.
+	Pod []byte
+	// Nodes are the candidate nodes, from a NodeCache.
+	Nodes []*NodeDocument
+	// Requested (optional, parallel to Nodes) is sent to plugins that asked for it.
+	Requested []abi.Resources
+}
+
+// buildScheduling writes the filter/score request for one instance.
+func buildScheduling(in *instance, si *SchedulingInput) ([]byte, error) {
+	flags := in.set.flags
+	b := append(in.reqBuf[:0], `{"pod":`...)
+	if len(si.Pod) == 0 {
+		return nil, fmt.Errorf("scheduling input has no pod")
+	}
+	b = append(b, si.Pod...)
+	doc := func(d *NodeDocument) ([]byte, error) {
+		if flags.FullNodes {
+			return d.Full()
+		}
+		return d.compact, nil
+	}
+	t := in.table
+	if t == nil {
+		b = append(b, `,"nodes":[`...)
+		for i, d := range si.Nodes {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			db, err := doc(d)
+			if err != nil {
+				return nil, err
+			}
+			b = append(b, db...)
+		}
+		b = append(b, ']')
+	} else {
+		t.forget, t.define, t.defUID = t.forget[:0], t.define[:0], t.defUID[:0]
+		t.reset = len(t.keys) > 2*len(si.Nodes)+1024
+		if t.reset {
+			b = append(b, `,"reset":true`...)
+		}
+		// Keys of this request: the compact form is key, the full form key+1.
+		keyOf := func(d *NodeDocument) uint64 {
+			if flags.FullNodes {
+				return d.key + 1
+			}
+			return d.key
+		}
+		b = append(b, `,"define":[`...)
+		first := true
+		for _, d := range si.Nodes {
+			k := keyOf(d)
+			if !t.reset {
+				if _, ok := t.keys[k]; ok {
+					continue
+				}
+				if old, ok := t.byUID[d.UID]; ok && old != k {
+					t.forget = append(t.forget, old)
+				}
+			}
+			db, err := doc(d)
+			if err != nil {
+				return nil, err
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = append(b, `{"key":`...)
+			b = strconv.AppendUint(b, k, 10)
+			b = append(b, `,"node":`...)
+			b = append(b, db...)
+			b = append(b, '}')
+			t.define = append(t.define, k)
+			t.defUID = append(t.defUID, d.UID)
+		}
+		b = append(b, ']')
+		if len(t.forget) > 0 {
+			b = append(b, `,"forget":[`...)
+			for i, k := range t.forget {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendUint(b, k, 10)
+			}
+			b = append(b, ']')
+		}
+		b = append(b, `,"nodes":[`...)
+		for i, d := range si.Nodes {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendUint(b, keyOf(d), 10)
+		}
+		b = append(b, ']')
+	}
+	if flags.Requested && si.Requested != nil {
+		if len(si.Requested) != len(si.Nodes) {
+			return nil, fmt.Errorf("requested has %d entries for %d nodes", len(si.Requested), len(si.Nodes))
+		}
+		rb, err := json.Marshal(si.Requested)
+		if err != nil {
+			return nil, fmt.Errorf("encode requested: %w", err)
+		}
+		b = append(b, `,"requested":`...)
+		b = append(b, rb...)
+	}
+	b = append(b, '}')
+	in.reqBuf = b
+	return b, nil
+}

@@ -1,0 +1,246 @@
+package wasm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Limits bound what one plugin may use; zero fields take the defaults of sdk/ABI.md §6.
+type Limits struct {
+	// MemoryBytes is the linear memory limit of each instance (default 128 MiB).
+	MemoryBytes uint64
+	// Timeout is the deadline of one hook call (default 1 s).
+	Timeout time.Duration
+	// InitTimeout is the deadline to instantiate, start and configure an instance (10 s).
+	InitTimeout time.Duration
+	// MaxInputBytes bounds a request (default 16 MiB).
+	MaxInputBytes int
+	// MaxOutputBytes bounds an answer (default 4 MiB).
+	MaxOutputBytes int
+	// Instances are created at load, ahead of need: the caller's parallelism
+	// (default GOMAXPROCS).
+	Instances int
+	// MaxInstances bounds the pool; calls beyond it wait (default max(Instances, 64)).
+	MaxInstances int
+}
+
+// Defaults of Limits.
+const (
+	DefaultMemoryBytes    = 128 << 20
+	DefaultTimeout        = time.Second
+	DefaultInitTimeout    = 10 * time.Second
+	DefaultMaxInputBytes  = 16 << 20
+	DefaultMaxOutputBytes = 4 << 20
+	DefaultMaxInstances   = 64
+)
+
+func (l Limits) withDefaults(maxMemory uint64) Limits {
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = DefaultMemoryBytes
+	}
+	l.MemoryBytes = min(l.MemoryBytes, maxMemory)
+	if l.Timeout <= 0 {
+		l.Timeout = DefaultTimeout
+	}
+	if l.InitTimeout <= 0 {
+		l.InitTimeout = DefaultInitTimeout
+	}
+	if l.MaxInputBytes <= 0 {
+		l.MaxInputBytes = DefaultMaxInputBytes
+	}
+	if l.MaxOutputBytes <= 0 {
+		l.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if l.Instances <= 0 {
+		l.Instances = runtime.GOMAXPROCS(0)
+	}
+	if l.MaxInstances <= 0 {
+		l.MaxInstances = max(l.Instances, DefaultMaxInstances)
+	}
+	l.Instances = min(l.Instances, l.MaxInstances)
+	return l
+}
+
+// PluginConfig describes a plugin to load.
+type PluginConfig struct {
+	// Name and Namespace name the plugin object (Namespace is empty when cluster-scoped).
+	Name      string
+	Namespace string
+	// Config is passed to the configure hook verbatim; nil means {}.
+	Config json.RawMessage
+	// Limits bound the plugin's instances and calls.
+	Limits Limits
+}
+
+// Plugin is a loaded plugin: a module, its configuration and a pool of instances. Its
+// methods are safe for concurrent use. Swap replaces the module without failing calls.
+type Plugin struct {
+	r      *Runtime
+	cfg    PluginConfig
+	label  string
+	config json.RawMessage
+	limits Limits
+	cur    atomic.Pointer[instanceSet]
+	swapMu sync.Mutex
+	hm     map[string]*hookMetrics
+}
+
+// Load instantiates a plugin from a compiled module: it pre-warms Limits.Instances
+// instances, each checked for the ABI version and configured. The plugin takes its own
+// reference to m; the caller may Close m afterwards.
+func (r *Runtime) Load(ctx context.Context, m *Module, cfg PluginConfig) (*Plugin, error) {
+	p := &Plugin{r: r, cfg: cfg, label: cfg.Name, limits: cfg.Limits.withDefaults(r.cfg.MaxMemoryBytes)}
+	if cfg.Namespace != "" {
+		p.label = cfg.Namespace + "/" + cfg.Name
+	}
+	p.config = cfg.Config
+	if len(p.config) == 0 {
+		p.config = json.RawMessage("{}")
+	}
+	p.hm = r.metrics.forPlugin(p.label)
+	s, err := newInstanceSet(ctx, p, m.e.acquire())
+	if err != nil {
+		_ = m.e.release(ctx)
+		return nil, fmt.Errorf("wasm: load plugin %s (%s): %w", p.label, m.Digest(), err)
+	}
+	p.cur.Store(s)
+	r.log.Info("wasm plugin loaded", "plugin", p.label, "digest", m.Digest(), "hooks", m.Hooks(), "instances", p.limits.Instances)
+	return p, nil
+}
+
+// Swap replaces the plugin's module (hot reload). The new module is instantiated and
+// configured first; if that fails the plugin keeps the old one and Swap returns the
+// error. Calls in flight finish on the old instances, which are closed when the last of
+// them returns; calls that start after Swap returns use the new module.
+func (p *Plugin) Swap(ctx context.Context, m *Module) error {
+	p.swapMu.Lock()
+	defer p.swapMu.Unlock()
+	if p.cur.Load() == nil {
+		return &Error{Plugin: p.label, Kind: ErrClosed}
+	}
+	s, err := newInstanceSet(ctx, p, m.e.acquire())
+	if err != nil {
+		_ = m.e.release(ctx)
+		return fmt.Errorf("wasm: swap plugin %s to %s: %w", p.label, m.Digest(), err)
+	}
+	old := p.cur.Swap(s)
+	from := old.mod.Digest()
+	old.release(context.WithoutCancel(ctx))
+	p.r.log.Info("wasm plugin swapped", "plugin", p.label, "from", from, "to", m.Digest())
+	return nil
+}
+
+// Close stops the plugin: new calls fail with ErrClosed, calls in flight finish, and
+// Close waits for them (bounded by ctx) before returning.
+func (p *Plugin) Close(ctx context.Context) error {
+	p.swapMu.Lock()
+	old := p.cur.Swap(nil)
+	p.swapMu.Unlock()
+	if old == nil {
+		return nil
+	}
+	old.release(context.WithoutCancel(ctx))
+	select {
+	case <-old.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wasm: close plugin %s: %w", p.label, ctx.Err())
+	}
+}
+
+// Name returns the plugin's label: namespace/name, or name when cluster-scoped.
+func (p *Plugin) Name() string { return p.label }
+
+// Digest returns the digest of the module the plugin runs now.
+func (p *Plugin) Digest() string {
+	s := p.acquire()
+	if s == nil {
+		return ""
+	}
+	defer s.release(context.Background())
+	return s.mod.Digest()
+}
+
+// Implements tells whether the plugin's current module exports hook.
+func (p *Plugin) Implements(hook string) bool {
+	s := p.acquire()
+	if s == nil {
+		return false
+	}
+	defer s.release(context.Background())
+	return s.mod.Implements(hook)
+}
+
+// Limits returns the plugin's effective limits.
+func (p *Plugin) Limits() Limits { return p.limits }
+
+func (p *Plugin) acquire() *instanceSet {
+	for {
+		s := p.cur.Load()
+		if s == nil {
+			return nil
+		}
+		if s.tryAcquire() {
+			return s
+		}
+		// s was swapped out and drained between Load and tryAcquire; the new set is
+		// already in p.cur.
+	}
+}
+
+// Call runs hook with a raw request and returns a copy of the raw answer. It applies
+// the ABI envelope: an answer carrying "error" fails with ErrGuest.
+func (p *Plugin) Call(ctx context.Context, hook string, req []byte) ([]byte, error) {
+	var out []byte
+	err := p.invoke(ctx, hook, func(*instance) ([]byte, error) { return req, nil }, func(b []byte) error {
+		if err := checkEnvelope(b); err != nil {
+			return err
+		}
+		out = append([]byte(nil), b...)
+		return nil
+	}, nil)
+	return out, err
+}
+
+// invoke runs one call on an instance of the current set. build makes the request for
+// that instance; decode reads the answer in place; commit, if set, runs after success.
+func (p *Plugin) invoke(ctx context.Context, hook string, build func(*instance) ([]byte, error), decode func([]byte) error, commit func(*instance)) (err error) {
+	hm := p.hm[hook]
+	start := time.Now()
+	defer func() {
+		if hm != nil {
+			hm.observe(p, start, err)
+		}
+	}()
+	s := p.acquire()
+	if s == nil {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrClosed}
+	}
+	defer s.release(context.WithoutCancel(ctx))
+	if !s.mod.e.hooks[hook] {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrNotImplemented}
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.limits.Timeout)
+	defer cancel()
+	in, err := s.get(ctx)
+	if err != nil {
+		return err
+	}
+	req, err := build(in)
+	if err != nil {
+		s.put(ctx, in, false)
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadInput, Err: err}
+	}
+	err = in.call(ctx, hook, req, decode)
+	if err == nil && commit != nil {
+		commit(in)
+	}
+	discard := err != nil && (KindOf(err).discards() || (commit != nil && KindOf(err) != ErrInputTooLarge && KindOf(err) != ErrNotImplemented))
+	s.put(ctx, in, discard)
+	return err
+}

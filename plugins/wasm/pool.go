@@ -1,0 +1,127 @@
+package wasm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/wasmplane/wasmplane/sdk/go/abi"
+)
+
+// instanceSet is the pool of instances of one module version of a plugin. A swap
+// replaces the whole set; the old set lives until its last in-flight call returns.
+type instanceSet struct {
+	p   *Plugin
+	mod *Module
+
+	idle  chan *instance // instances ready for a call
+	slots chan struct{}  // one token per live instance, bounding the pool
+	refs  atomic.Int64   // 1 while current, plus one per call in flight
+	done  chan struct{}  // closed when the set has been drained and closed
+	mu    sync.Mutex     // guards closing
+	flags abi.ConfigureResponse
+	// flagsOnce keeps the configure flags of the first instance: every instance gets the
+	// same configuration, so they answer the same.
+	flagsOnce sync.Once
+}
+
+func newInstanceSet(ctx context.Context, p *Plugin, mod *Module) (*instanceSet, error) {
+	s := &instanceSet{
+		p:     p,
+		mod:   mod,
+		idle:  make(chan *instance, p.limits.MaxInstances),
+		slots: make(chan struct{}, p.limits.MaxInstances),
+		done:  make(chan struct{}),
+	}
+	s.refs.Store(1)
+	if mod.e.minPages > uint32(p.limits.MemoryBytes/65536) {
+		return nil, &Error{Plugin: p.label, Kind: ErrInvalidModule, Err: fmt.Errorf("module needs %d pages of memory at start; the limit is %d bytes", mod.e.minPages, p.limits.MemoryBytes)}
+	}
+	// Pre-warm: instantiating a standard-Go module takes milliseconds, never do it on a
+	// caller's critical path if it can be helped. The first instance also proves the
+	// module answers the ABI version and accepts its configuration.
+	for i := 0; i < p.limits.Instances; i++ {
+		s.slots <- struct{}{}
+		in, err := s.newInstance(ctx)
+		if err != nil {
+			<-s.slots
+			s.closeIdle(ctx)
+			return nil, err
+		}
+		s.idle <- in
+	}
+	return s, nil
+}
+
+// tryAcquire takes a reference for one call unless the set has already been drained.
+func (s *instanceSet) tryAcquire() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release drops a reference; the last one closes every instance.
+func (s *instanceSet) release(ctx context.Context) {
+	if s.refs.Add(-1) == 0 {
+		s.closeIdle(ctx)
+		if err := s.mod.Close(ctx); err != nil {
+			s.p.r.log.Warn("closing replaced module", "plugin", s.p.label, "err", err)
+		}
+		close(s.done)
+	}
+}
+
+// get returns an idle instance, creates one if the pool is below its maximum, or waits
+// for one to come back.
+func (s *instanceSet) get(ctx context.Context) (*instance, error) {
+	select {
+	case in := <-s.idle:
+		return in, nil
+	default:
+	}
+	select {
+	case in := <-s.idle:
+		return in, nil
+	case s.slots <- struct{}{}:
+		in, err := s.newInstance(ctx)
+		if err != nil {
+			<-s.slots
+			return nil, err
+		}
+		return in, nil
+	case <-ctx.Done():
+		return nil, &Error{Plugin: s.p.label, Kind: ErrTimeout, Err: fmt.Errorf("waiting for a free instance: %w", context.Cause(ctx))}
+	}
+}
+
+// put returns an instance after a call; discard closes it instead (after any failure
+// that may have left it in an unknown state).
+func (s *instanceSet) put(ctx context.Context, in *instance, discard bool) {
+	if discard {
+		in.close(ctx)
+		<-s.slots
+		return
+	}
+	s.idle <- in
+}
+
+func (s *instanceSet) closeIdle(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		select {
+		case in := <-s.idle:
+			in.close(ctx)
+			<-s.slots
+		default:
+			return
+		}
+	}
+}

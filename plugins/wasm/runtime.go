@@ -1,0 +1,145 @@
+// Package wasm is wasmplane's WebAssembly plugin host: it compiles content-addressed
+// modules with wazero (with an on-disk compilation cache), runs them from bounded pools
+// of pre-warmed instances under always-on limits, swaps modules at run time, and speaks
+// the plugin ABI v1 of sdk/ABI.md through typed helpers for every hook.
+package wasm
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/wasmplane/wasmplane/sdk/go/abi"
+)
+
+// RuntimeConfig configures a Runtime.
+type RuntimeConfig struct {
+	// CacheDir keeps compiled machine code across restarts; empty means in memory only.
+	CacheDir string
+	// Logger receives plugin logs and host events; nil means slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the plugin metrics; nil means no metrics are registered.
+	Registerer prometheus.Registerer
+	// MaxMemoryBytes caps any plugin's memory limit; 0 means 4 GiB (the wasm32 maximum).
+	MaxMemoryBytes uint64
+
+	// noTermination compiles without wazero's close-on-context-done checks. It exists only
+	// for the benchmark that measures their cost: a runtime without them cannot stop a
+	// runaway guest.
+	noTermination bool
+}
+
+// Runtime compiles modules and loads plugins. It is safe for concurrent use.
+type Runtime struct {
+	cfg     RuntimeConfig
+	log     *slog.Logger
+	rt      wazero.Runtime
+	cache   wazero.CompilationCache
+	metrics *metrics
+
+	mu      sync.Mutex
+	modules map[string]*moduleEntry
+
+	instances sync.Map // instance name -> *instance, for host functions
+	seq       atomic.Uint64
+}
+
+// NewRuntime starts a wazero runtime with the WASI sandbox and the wasmplane host module.
+func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxMemoryBytes == 0 || cfg.MaxMemoryBytes > 1<<32 {
+		cfg.MaxMemoryBytes = 1 << 32
+	}
+	var cache wazero.CompilationCache
+	var err error
+	if cfg.CacheDir != "" {
+		cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("wasm: compilation cache %s: %w", cfg.CacheDir, err)
+		}
+	} else {
+		cache = wazero.NewCompilationCache()
+	}
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithCompilationCache(cache).
+		WithCloseOnContextDone(!cfg.noTermination).
+		WithMemoryLimitPages(uint32(cfg.MaxMemoryBytes / 65536))
+	r := &Runtime{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		rt:      wazero.NewRuntimeWithConfig(ctx, rc),
+		cache:   cache,
+		modules: map[string]*moduleEntry{},
+	}
+	r.metrics, err = newMetrics(cfg.Registerer)
+	if err != nil {
+		_ = r.rt.Close(ctx)
+		return nil, err
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.rt); err != nil {
+		_ = r.rt.Close(ctx)
+		return nil, fmt.Errorf("wasm: instantiate WASI: %w", err)
+	}
+	_, err = r.rt.NewHostModuleBuilder(abi.HostModule).
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(r.hostLog), []api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).
+		WithParameterNames("level", "ptr", "len").
+		Export(abi.HostLog).
+		Instantiate(ctx)
+	if err != nil {
+		_ = r.rt.Close(ctx)
+		return nil, fmt.Errorf("wasm: instantiate host module: %w", err)
+	}
+	return r, nil
+}
+
+// Close stops every instance and frees the compiled code; plugins of this runtime stop
+// working. The on-disk cache is kept.
+func (r *Runtime) Close(ctx context.Context) error {
+	err := r.rt.Close(ctx)
+	if cerr := r.cache.Close(ctx); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("wasm: close runtime: %w", err)
+	}
+	return nil
+}
+
+// hostLog implements wasmplane.log (ABI §5).
+func (r *Runtime) hostLog(ctx context.Context, mod api.Module, stack []uint64) {
+	v, ok := r.instances.Load(mod.Name())
+	if !ok {
+		return
+	}
+	in := v.(*instance)
+	level, ptr, n := api.DecodeI32(stack[0]), api.DecodeU32(stack[1]), api.DecodeU32(stack[2])
+	if n > maxLogMessage {
+		n = maxLogMessage
+	}
+	msg, ok := mod.Memory().Read(ptr, n)
+	if !ok {
+		return
+	}
+	var l slog.Level
+	switch level {
+	case abi.LevelDebug:
+		l = slog.LevelDebug
+	case abi.LevelWarn:
+		l = slog.LevelWarn
+	case abi.LevelError:
+		l = slog.LevelError
+	default:
+		l = slog.LevelInfo
+	}
+	in.logMessage(ctx, l, string(msg))
+}

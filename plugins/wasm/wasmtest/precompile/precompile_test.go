@@ -1,0 +1,44 @@
+package precompile
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// TestPrecompile compiles the files listed (separated by the OS path list separator) in
+// WASMTEST_PRECOMPILE_FILES into the cache directory WASMTEST_PRECOMPILE_CACHE.
+func TestPrecompile(t *testing.T) {
+	dir, files := os.Getenv("WASMTEST_PRECOMPILE_CACHE"), os.Getenv("WASMTEST_PRECOMPILE_FILES")
+	if dir == "" || files == "" {
+		t.Skip("run by wasmtest")
+	}
+	ctx := context.Background()
+	cache, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close(ctx)
+	// Must match plugins/wasm.NewRuntime: the cache key covers the termination checks.
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCompilationCache(cache).WithCloseOnContextDone(true))
+	defer rt.Close(ctx)
+	var wg sync.WaitGroup
+	for _, f := range strings.Split(files, string(os.PathListSeparator)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := os.ReadFile(f)
+			if err == nil {
+				_, err = rt.CompileModule(ctx, b)
+			}
+			if err != nil {
+				t.Errorf("%s: %v", f, err)
+			}
+		}()
+	}
+	wg.Wait()
+}

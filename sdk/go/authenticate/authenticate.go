@@ -1,0 +1,30 @@
+// Package authenticate exports the authenticate hook of a wasmplane plugin: it decides who sent an API request.
+package authenticate
+
+import (
+	"github.com/wasmplane/wasmplane/sdk/go/abi"
+	"github.com/wasmplane/wasmplane/sdk/go/internal/guest"
+)
+
+var handler func(in, dst []byte) ([]byte, error)
+
+// Register sets the plugin's authenticate handler; call it from an init function. An error
+// return becomes the ABI error envelope (the caller's failurePolicy applies).
+func Register(fn func(req *abi.AuthenticateRequest) (abi.AuthenticateResponse, error)) {
+	handler = guest.JSON(fn)
+}
+
+// Handle runs the registered handler on one encoded request, as the host's call does;
+// it lets plugins unit-test their handler without WebAssembly.
+func Handle(request []byte) []byte {
+	if handler == nil {
+		return guest.ErrorResponse(errNotRegistered)
+	}
+	return guest.Serve(request, handler)
+}
+
+type notRegistered struct{}
+
+func (notRegistered) Error() string { return "authenticate: no handler registered" }
+
+var errNotRegistered = notRegistered{}

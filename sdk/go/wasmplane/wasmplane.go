@@ -1,0 +1,42 @@
+// Package wasmplane is the entry point of the Go SDK for wasmplane plugins (ABI v1, see
+// sdk/ABI.md). Build a plugin with the standard toolchain:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o plugin.wasm .
+//
+// Hooks are registered from init functions through the packages named after them
+// (sdk/go/validate, sdk/go/score, …): importing such a package is what exports the hook,
+// so a module exports exactly the hooks it implements. main is never called in a
+// c-shared module; it must exist and may be empty.
+package wasmplane
+
+import (
+	"fmt"
+
+	"github.com/wasmplane/wasmplane/sdk/go/abi"
+	"github.com/wasmplane/wasmplane/sdk/go/internal/guest"
+)
+
+// RegisterConfigure sets the function that receives the plugin's configuration once per
+// instance; an error rejects the configuration and fails the plugin's load.
+func RegisterConfigure(fn func(req *abi.ConfigureRequest) error) { guest.ConfigureFunc = fn }
+
+// RequestFullNodes asks the host for full Node objects in filter/score requests.
+func RequestFullNodes() { guest.Flags.FullNodes = true }
+
+// RequestRequested asks the host to send the resources already requested on each node.
+func RequestRequested() { guest.Flags.Requested = true }
+
+// Debug logs a message at debug level in the server log.
+func Debug(msg string) { guest.Log(abi.LevelDebug, msg) }
+
+// Info logs a message at info level in the server log.
+func Info(msg string) { guest.Log(abi.LevelInfo, msg) }
+
+// Warn logs a message at warn level in the server log.
+func Warn(msg string) { guest.Log(abi.LevelWarn, msg) }
+
+// Error logs a message at error level in the server log.
+func Error(msg string) { guest.Log(abi.LevelError, msg) }
+
+// Logf formats and logs a message at the given abi.Level*.
+func Logf(level int, format string, args ...any) { guest.Log(level, fmt.Sprintf(format, args...)) }

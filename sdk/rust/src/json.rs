@@ -1,0 +1,267 @@
+//! A minimal JSON reader and quoter: enough to pick members out of a request and to
+//! write an answer with `format!`.
+
+use std::fmt::Write;
+
+/// A decoded JSON value. Numbers keep their source text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// `null`, and also what lookups of absent members return.
+    Null,
+    /// `true` or `false`.
+    Bool(bool),
+    /// A number, as written.
+    Number(String),
+    /// A string, decoded.
+    String(String),
+    /// An array.
+    Array(Vec<Value>),
+    /// An object's members in order.
+    Object(Vec<(String, Value)>),
+}
+
+static NULL: Value = Value::Null;
+
+impl Value {
+    /// The member named `key` of an object (the first if repeated), else `Null`, so that
+    /// paths chain: `req.get("object").get("metadata")`.
+    pub fn get(&self, key: &str) -> &Value {
+        match self {
+            Value::Object(m) => m.iter().find(|(k, _)| k == key).map(|(_, v)| v).unwrap_or(&NULL),
+            _ => &NULL,
+        }
+    }
+
+    /// Whether an object has a member named `key`.
+    pub fn has(&self, key: &str) -> bool {
+        matches!(self, Value::Object(m) if m.iter().any(|(k, _)| k == key))
+    }
+
+    /// The elements of an array (empty for any other value).
+    pub fn items(&self) -> &[Value] {
+        match self {
+            Value::Array(a) => a,
+            _ => &[],
+        }
+    }
+
+    /// A string's value, or `None`.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A string's value, or "" for any other value.
+    pub fn str(&self) -> &str {
+        self.as_str().unwrap_or("")
+    }
+
+    /// An integral number's value.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Number(n) => n.parse().ok(),
+            _ => None,
+        }
+    }
+}
+
+/// Decodes one JSON value that fills `b`.
+pub fn parse(b: &[u8]) -> Result<Value, String> {
+    let mut p = Parser { b, i: 0 };
+    let v = p.value(0)?;
+    p.ws();
+    if p.i != b.len() {
+        return Err(p.err("trailing data"));
+    }
+    Ok(v)
+}
+
+/// Returns `s` as a quoted JSON string (for ASCII text, what Go's `%q` shows).
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+const MAX_DEPTH: usize = 512;
+
+struct Parser<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn err(&self, what: &str) -> String {
+        format!("invalid JSON at offset {}: {}", self.i, what)
+    }
+
+    fn ws(&mut self) {
+        while self.i < self.b.len() && matches!(self.b[self.i], b' ' | b'\t' | b'\n' | b'\r') {
+            self.i += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn lit(&mut self, word: &[u8], v: Value) -> Result<Value, String> {
+        if self.b[self.i..].starts_with(word) {
+            self.i += word.len();
+            Ok(v)
+        } else {
+            Err(self.err("unexpected literal"))
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Value, String> {
+        if depth > MAX_DEPTH {
+            return Err(self.err("nested too deep"));
+        }
+        self.ws();
+        match self.peek() {
+            Some(b'{') => {
+                self.i += 1;
+                let mut m = Vec::new();
+                self.ws();
+                if self.peek() == Some(b'}') {
+                    self.i += 1;
+                    return Ok(Value::Object(m));
+                }
+                loop {
+                    self.ws();
+                    if self.peek() != Some(b'"') {
+                        return Err(self.err("expected a member name"));
+                    }
+                    let k = self.string()?;
+                    self.ws();
+                    if self.peek() != Some(b':') {
+                        return Err(self.err("expected ':'"));
+                    }
+                    self.i += 1;
+                    let v = self.value(depth + 1)?;
+                    m.push((k, v));
+                    if !self.sep(b'}')? {
+                        return Ok(Value::Object(m));
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.i += 1;
+                let mut a = Vec::new();
+                self.ws();
+                if self.peek() == Some(b']') {
+                    self.i += 1;
+                    return Ok(Value::Array(a));
+                }
+                loop {
+                    a.push(self.value(depth + 1)?);
+                    if !self.sep(b']')? {
+                        return Ok(Value::Array(a));
+                    }
+                }
+            }
+            Some(b'"') => Ok(Value::String(self.string()?)),
+            Some(b't') => self.lit(b"true", Value::Bool(true)),
+            Some(b'f') => self.lit(b"false", Value::Bool(false)),
+            Some(b'n') => self.lit(b"null", Value::Null),
+            Some(c) if c == b'-' || c.is_ascii_digit() => {
+                let start = self.i;
+                while self.i < self.b.len() && matches!(self.b[self.i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                    self.i += 1;
+                }
+                // The bytes are ASCII, so this cannot fail.
+                Ok(Value::Number(String::from_utf8_lossy(&self.b[start..self.i]).into_owned()))
+            }
+            _ => Err(self.err("expected a value")),
+        }
+    }
+
+    /// Consumes a comma (true: more follows) or the closing bracket (false).
+    fn sep(&mut self, close: u8) -> Result<bool, String> {
+        self.ws();
+        match self.peek() {
+            Some(b',') => {
+                self.i += 1;
+                Ok(true)
+            }
+            Some(c) if c == close => {
+                self.i += 1;
+                Ok(false)
+            }
+            _ => Err(self.err("expected ',' or a closing bracket")),
+        }
+    }
+
+    fn hex4(&mut self) -> Result<u32, String> {
+        let h = self.b.get(self.i..self.i + 4).ok_or_else(|| self.err("short \\u escape"))?;
+        let s = std::str::from_utf8(h).map_err(|_| self.err("bad \\u escape"))?;
+        let v = u32::from_str_radix(s, 16).map_err(|_| self.err("bad \\u escape"))?;
+        self.i += 4;
+        Ok(v)
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        self.i += 1; // the opening quote
+        let mut out: Vec<u8> = Vec::new();
+        loop {
+            let start = self.i;
+            while self.i < self.b.len() && self.b[self.i] != b'"' && self.b[self.i] != b'\\' {
+                self.i += 1;
+            }
+            out.extend_from_slice(&self.b[start..self.i]);
+            match self.peek() {
+                Some(b'"') => {
+                    self.i += 1;
+                    return String::from_utf8(out).map_err(|_| self.err("string is not UTF-8"));
+                }
+                Some(b'\\') => {
+                    let e = *self.b.get(self.i + 1).ok_or_else(|| self.err("unterminated string"))?;
+                    self.i += 2;
+                    let c = match e {
+                        b'n' => '\n',
+                        b't' => '\t',
+                        b'r' => '\r',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'/' | b'\\' | b'"' => e as char,
+                        b'u' => {
+                            let mut r = self.hex4()?;
+                            if (0xD800..0xDC00).contains(&r) && self.b[self.i..].starts_with(b"\\u") {
+                                let save = self.i;
+                                self.i += 2;
+                                let lo = self.hex4()?;
+                                if (0xDC00..0xE000).contains(&lo) {
+                                    r = 0x10000 + ((r - 0xD800) << 10) + (lo - 0xDC00);
+                                } else {
+                                    self.i = save;
+                                }
+                            }
+                            char::from_u32(r).unwrap_or('\u{FFFD}')
+                        }
+                        _ => return Err(self.err("bad escape")),
+                    };
+                    let mut buf = [0u8; 4];
+                    out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                }
+                _ => return Err(self.err("unterminated string")),
+            }
+        }
+    }
+}
