@@ -14,6 +14,7 @@ import (
 	restful "github.com/emicklei/go-restful/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/wasmplane/wasmplane/core/admission"
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
 	"github.com/wasmplane/wasmplane/core/apiserver/filters"
 	"github.com/wasmplane/wasmplane/core/apiserver/mux"
@@ -47,6 +48,8 @@ type Config struct {
 	MaxRequestBodyBytes int64
 	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound concurrency (429 beyond).
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	// AdmissionSources add dynamic admission plugins (WASM) after the built-in ones.
+	AdmissionSources []admission.Source
 	// Blobs keeps uploaded WASM modules; nil = no module store.
 	Blobs *blobs.Store
 	// ExtraHandlers are mounted on the path recorder (exact paths, or prefixes ending in "/").
@@ -91,7 +94,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Authenticator = filters.AdminAuthenticator{}
 	}
 	s := &Server{codecs: endpoints.NewCodecs(cfg.Scheme), stores: map[schema.GroupResource]*registry.Store{}, metrics: cfg.Metrics}
-	admission := &registry.Admission{Validate: s.namespaceLifecycle}
+	chain := &admission.Chain{Validating: []admission.Validator{namespaceLifecycle{s}}, Sources: cfg.AdmissionSources}
 	defs := map[schema.GroupVersion][]resources.Definition{
 		corev1.SchemeGroupVersion: resources.Core(),
 	}
@@ -130,7 +133,7 @@ func New(cfg Config) (*Server, error) {
 			}
 			store := registry.NewStore(d.Resource, st, prefix)
 			s.stores[d.Resource.GroupResource()] = store
-			scope := &endpoints.Scope{Store: store, Codecs: s.codecs, MaxRequestBodyBytes: cfg.MaxRequestBodyBytes, Admission: admission}
+			scope := &endpoints.Scope{Store: store, Codecs: s.codecs, MaxRequestBodyBytes: cfg.MaxRequestBodyBytes, Admission: chain}
 			a := &endpoints.APIResource{Scope: scope}
 			if d.Subresources != nil {
 				a.Subresources = d.Subresources(scope)
@@ -232,34 +235,28 @@ func (s *Server) Groups() map[schema.GroupVersion][]*endpoints.APIResource {
 	return out
 }
 
-// namespaceLifecycle refuses creates in a missing or terminating namespace.
-func (s *Server) namespaceLifecycle(ctx context.Context, obj, old runtime.Object) error {
-	if obj == nil || old != nil {
+// namespaceLifecycle is the built-in NamespaceLifecycle admission plugin: no creates in a
+// missing or terminating namespace.
+type namespaceLifecycle struct{ s *Server }
+
+func (namespaceLifecycle) Name() string { return "NamespaceLifecycle" }
+
+func (n namespaceLifecycle) Validate(ctx context.Context, a *admission.Attributes) error {
+	if a.Operation != admission.Create || a.Namespace == "" || a.Subresource != "" || a.Resource.Resource == "namespaces" {
 		return nil
 	}
-	m, ok := obj.(metav1.Object)
-	if !ok || m.GetNamespace() == "" {
-		return nil
-	}
-	if _, isNS := obj.(*corev1.Namespace); isNS {
-		return nil
-	}
-	nsObj, err := s.stores[corev1.Resource("namespaces")].Get(ctx, "", m.GetNamespace(), &metav1.GetOptions{ResourceVersion: "0"})
+	store := n.s.stores[corev1.Resource("namespaces")]
+	nsObj, err := store.Get(ctx, "", a.Namespace, &metav1.GetOptions{ResourceVersion: "0"})
 	if apierrors.IsNotFound(err) {
 		// The cache may lag a namespace created a moment ago; ask etcd before refusing.
-		nsObj, err = s.stores[corev1.Resource("namespaces")].Get(ctx, "", m.GetNamespace(), nil)
+		nsObj, err = store.Get(ctx, "", a.Namespace, nil)
 	}
 	if err != nil {
 		return err
 	}
-	ns := nsObj.(*corev1.Namespace)
-	if ns.Status.Phase == corev1.NamespaceTerminating {
-		gvks, _, _ := s.codecs.Scheme.ObjectKinds(obj)
-		gr := schema.GroupResource{}
-		if len(gvks) > 0 {
-			gr = schema.GroupResource{Group: gvks[0].Group, Resource: strings.ToLower(gvks[0].Kind) + "s"}
-		}
-		return apierrors.NewForbidden(gr, m.GetName(), fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns.Name))
+	if ns := nsObj.(*corev1.Namespace); ns.Status.Phase == corev1.NamespaceTerminating {
+		return apierrors.NewForbidden(a.Resource.GroupResource(), a.Name,
+			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns.Name))
 	}
 	return nil
 }

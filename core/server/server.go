@@ -19,12 +19,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/wasmplane/wasmplane/core/admission"
 	"github.com/wasmplane/wasmplane/core/api"
 	"github.com/wasmplane/wasmplane/core/apiserver"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	"github.com/wasmplane/wasmplane/core/storage"
 	"github.com/wasmplane/wasmplane/core/storage/blobs"
 	"github.com/wasmplane/wasmplane/core/storage/etcdserver"
+	"github.com/wasmplane/wasmplane/plugins/wasm"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -146,9 +148,30 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		cachers = append(cachers, c)
 		return c, nil
 	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return fail(fmt.Errorf("listening for the API server: %w", err))
+	}
+	// Closing an already-served listener is harmless; this covers the failure paths below.
+	inst.closers = append(inst.closers, func() { _ = ln.Close() })
+	inst.url = "http://" + ln.Addr().String()
+	inst.kubeconfig = filepath.Join(cfg.DataDir, "admin.kubeconfig")
+	if err := writeKubeconfig(inst.kubeconfig, inst.url); err != nil {
+		return fail(err)
+	}
+	wasmRuntime, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: filepath.Join(cfg.DataDir, "wasm-cache"), Logger: log})
+	if err != nil {
+		return fail(fmt.Errorf("starting the WASM runtime: %w", err))
+	}
+	inst.closers = append(inst.closers, func() { _ = wasmRuntime.Close(context.Background()) })
+	plugins, err := newPluginManager(inst.RESTConfig(), wasmRuntime, log)
+	if err != nil {
+		return fail(err)
+	}
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := apiserver.New(apiserver.Config{Scheme: scheme, Storage: factory, Metrics: metrics, Blobs: blobs.New(client, "/wasmplane/blobs"),
+		AdmissionSources: []admission.Source{plugins},
 		// Profiling is on, as with kube-apiserver's --profiling default.
 		ExtraHandlers: map[string]http.Handler{"/debug/pprof/": http.HandlerFunc(pprof.Index),
 			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile), "/debug/pprof/trace": http.HandlerFunc(pprof.Trace)}})
@@ -165,16 +188,6 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	compactor.Start(ctx)
 	inst.closers = append(inst.closers, compactor.Stop)
 	if err := srv.EnsureSystemNamespaces(ctx); err != nil {
-		return fail(err)
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.Port)))
-	if err != nil {
-		return fail(fmt.Errorf("listening for the API server: %w", err))
-	}
-	inst.url = "http://" + ln.Addr().String()
-	inst.kubeconfig = filepath.Join(cfg.DataDir, "admin.kubeconfig")
-	if err := writeKubeconfig(inst.kubeconfig, inst.url); err != nil {
-		_ = ln.Close()
 		return fail(err)
 	}
 	hs := &http.Server{Handler: srv.Handler, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 1 << 20}
@@ -197,6 +210,16 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		cancel()
 		inst.runClosers()
 	}()
+	pluginsDone := make(chan struct{})
+	go func() {
+		defer close(pluginsDone)
+		if err := plugins.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("WASM plugin manager stopped", "err", err)
+		}
+	}()
+	inst.mu.Lock()
+	inst.closers = append(inst.closers, func() { <-pluginsDone })
+	inst.mu.Unlock()
 	stopControllers, err := startControllers(ctx, inst.RESTConfig(), log)
 	if err != nil {
 		cancel()

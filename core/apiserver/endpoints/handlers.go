@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmplane/wasmplane/core/admission"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,8 +31,8 @@ type Scope struct {
 	Codecs *Codecs
 	// MaxRequestBodyBytes bounds request bodies (413 beyond).
 	MaxRequestBodyBytes int64
-	// Admission is the chain writes pass through.
-	Admission *registry.Admission
+	// Admission is the chain writes pass through; nil = none.
+	Admission registry.Admission
 	// Now is the clock used for ages in tables; nil = time.Now.
 	Now func() time.Time
 }
@@ -44,11 +45,17 @@ func (s *Scope) gv() schema.GroupVersion { return s.resource().GroupVersion }
 type Request struct {
 	// Namespace and Name from the URL ("" where absent).
 	Namespace, Name string
+	// Subresource is the sub-path served ("status", "binding", …; "" for the object).
+	Subresource string
 }
 
 // readBody reads at most the limit, answering 413 beyond it.
 func (s *Scope) readBody(req *http.Request) ([]byte, error) {
-	limit := s.MaxRequestBodyBytes
+	return s.readBodyLimit(req, s.MaxRequestBodyBytes)
+}
+
+// readBodyLimit reads at most limit bytes (0 = the default), answering 413 beyond it.
+func (s *Scope) readBodyLimit(req *http.Request, limit int64) ([]byte, error) {
 	if limit <= 0 {
 		limit = DefaultMaxRequestBodyBytes
 	}
@@ -151,6 +158,12 @@ func (s *Scope) writeOptions(q url.Values) (registry.WriteOptions, error) {
 	return registry.WriteOptions{DryRun: dry, Admission: s.Admission}, nil
 }
 
+func (s *Scope) writeOptionsFor(req *http.Request, r Request) (registry.WriteOptions, error) {
+	o, err := s.writeOptions(req.URL.Query())
+	o.Subresource = r.Subresource
+	return o, err
+}
+
 // Create serves POST on a collection.
 func (s *Scope) Create(w http.ResponseWriter, req *http.Request, r Request) {
 	s.serve(w, req, http.StatusCreated, func(ctx context.Context) (runtime.Object, error) {
@@ -234,7 +247,7 @@ func (s *Scope) Update(w http.ResponseWriter, req *http.Request, r Request, stra
 		if err != nil {
 			return nil, 0, err
 		}
-		wopts, err := s.writeOptions(req.URL.Query())
+		wopts, err := s.writeOptionsFor(req, r)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -356,7 +369,11 @@ func (s *Scope) serveCode(w http.ResponseWriter, req *http.Request, fn func(ctx 
 		s.Codecs.WriteError(w, req, err)
 		return
 	}
-	obj, code, err := fn(req.Context())
+	ctx, warnings := admission.WithWarnings(req.Context())
+	obj, code, err := fn(ctx)
+	for _, msg := range warnings() {
+		addWarning(w, msg)
+	}
 	if err != nil {
 		s.Codecs.WriteError(w, req, err)
 		return
@@ -394,21 +411,22 @@ func (s *Scope) writeResult(w http.ResponseWriter, req *http.Request, out Output
 
 // WriteOptionsFor returns the dry-run and admission options of a request (a bad dryRun
 // value is treated as not dry, and is refused by the verbs that read it).
-func (s *Scope) WriteOptionsFor(req *http.Request) registry.WriteOptions {
-	opts, _ := s.writeOptions(req.URL.Query())
+func (s *Scope) WriteOptionsFor(req *http.Request, r Request) registry.WriteOptions {
+	opts, _ := s.writeOptionsFor(req, r)
 	return opts
 }
 
 // Custom serves a subresource whose handler decodes its own body type.
 func (s *Scope) Custom(w http.ResponseWriter, req *http.Request, code int, fn func(ctx context.Context, body func(into runtime.Object) error) (runtime.Object, error)) {
-	s.CustomCode(w, req, func(ctx context.Context, body func(runtime.Object) error, _ func() ([]byte, error)) (runtime.Object, int, error) {
+	s.CustomCode(w, req, func(ctx context.Context, body func(runtime.Object) error, _ func(int64) ([]byte, error)) (runtime.Object, int, error) {
 		obj, err := fn(ctx, body)
 		return obj, code, err
 	})
 }
 
-// CustomCode is Custom for handlers that choose the status code or read the raw body.
-func (s *Scope) CustomCode(w http.ResponseWriter, req *http.Request, fn func(ctx context.Context, body func(into runtime.Object) error, raw func() ([]byte, error)) (runtime.Object, int, error)) {
+// CustomCode is Custom for handlers that choose the status code or read the raw body
+// (raw's limit overrides the request body limit when larger than 0).
+func (s *Scope) CustomCode(w http.ResponseWriter, req *http.Request, fn func(ctx context.Context, body func(into runtime.Object) error, raw func(limit int64) ([]byte, error)) (runtime.Object, int, error)) {
 	out, err := s.Codecs.NegotiateOutput(req)
 	if err != nil {
 		s.Codecs.WriteError(w, req, err)
@@ -418,9 +436,14 @@ func (s *Scope) CustomCode(w http.ResponseWriter, req *http.Request, fn func(ctx
 		s.Codecs.WriteError(w, req, err)
 		return
 	}
-	raw := func() ([]byte, error) { return s.readBody(req) }
+	raw := func(limit int64) ([]byte, error) {
+		if limit <= 0 {
+			limit = s.MaxRequestBodyBytes
+		}
+		return s.readBodyLimit(req, limit)
+	}
 	body := func(into runtime.Object) error {
-		data, err := raw()
+		data, err := raw(0)
 		if err != nil {
 			return err
 		}
@@ -431,7 +454,11 @@ func (s *Scope) CustomCode(w http.ResponseWriter, req *http.Request, fn func(ctx
 		_, err = s.decodeObject(w, req, data, gvks[0], into)
 		return err
 	}
-	obj, code, err := fn(req.Context(), body, raw)
+	ctx, warnings := admission.WithWarnings(req.Context())
+	obj, code, err := fn(ctx, body, raw)
+	for _, msg := range warnings() {
+		addWarning(w, msg)
+	}
 	if err != nil {
 		s.Codecs.WriteError(w, req, err)
 		return

@@ -87,7 +87,7 @@ func install(ws *restful.WebService, a *APIResource) {
 			}
 			slices.Sort(methods)
 			for _, m := range methods {
-				ws.Route(ws.Method(m).Path(item + "/" + sub.Name).To(wrap(sub.Handlers[m])).Operation(m + res.Kind + sub.Name))
+				ws.Route(ws.Method(m).Path(item + "/" + sub.Name).To(wrapSub(sub.Name, sub.Handlers[m])).Operation(m + res.Kind + sub.Name))
 			}
 		}
 	}
@@ -96,6 +96,13 @@ func install(ws *restful.WebService, a *APIResource) {
 func wrap(h HandlerFunc) restful.RouteFunction {
 	return func(req *restful.Request, resp *restful.Response) {
 		r := Request{Namespace: req.PathParameter("namespace"), Name: req.PathParameter("name")}
+		h(resp.ResponseWriter, req.Request, r)
+	}
+}
+
+func wrapSub(name string, h HandlerFunc) restful.RouteFunction {
+	return func(req *restful.Request, resp *restful.Response) {
+		r := Request{Namespace: req.PathParameter("namespace"), Name: req.PathParameter("name"), Subresource: name}
 		h(resp.ResponseWriter, req.Request, r)
 	}
 }

@@ -36,7 +36,7 @@ func (s *Scope) Patch(w http.ResponseWriter, req *http.Request, r Request, strat
 		if err != nil {
 			return nil, err
 		}
-		wopts, err := s.writeOptions(req.URL.Query())
+		wopts, err := s.writeOptionsFor(req, r)
 		if err != nil {
 			return nil, err
 		}

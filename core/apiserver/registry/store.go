@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmplane/wasmplane/core/admission"
+	"github.com/wasmplane/wasmplane/core/apiserver/filters"
 	"github.com/wasmplane/wasmplane/core/storage"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,27 +35,11 @@ const (
 	FinalizerForeground = metav1.FinalizerDeleteDependents
 )
 
-// Admission is the admission chain a write passes through: Mutate before validation,
-// Validate after. Either may be nil.
-type Admission struct {
-	// Mutate may change obj; old is nil on create.
-	Mutate func(ctx context.Context, obj, old runtime.Object) error
-	// Validate may refuse obj; old is nil on create.
-	Validate func(ctx context.Context, obj, old runtime.Object) error
-}
-
-func (a *Admission) mutate(ctx context.Context, obj, old runtime.Object) error {
-	if a == nil || a.Mutate == nil {
-		return nil
-	}
-	return a.Mutate(ctx, obj, old)
-}
-
-func (a *Admission) validate(ctx context.Context, obj, old runtime.Object) error {
-	if a == nil || a.Validate == nil {
-		return nil
-	}
-	return a.Validate(ctx, obj, old)
+// Admission is the admission chain a write passes through: Admit (mutating) before
+// validation, Validate after. *admission.Chain implements it.
+type Admission interface {
+	Admit(ctx context.Context, a *admission.Attributes) error
+	Validate(ctx context.Context, a *admission.Attributes) error
 }
 
 // Store is the REST behaviour of one resource on top of storage.
@@ -105,7 +91,35 @@ type WriteOptions struct {
 	// DryRun validates and admits but stores nothing.
 	DryRun bool
 	// Admission is the chain to run; nil = none.
-	Admission *Admission
+	Admission Admission
+	// Subresource is the subresource written through ("status", "binding", …).
+	Subresource string
+}
+
+func (o WriteOptions) admit(ctx context.Context, a *admission.Attributes) error {
+	if o.Admission == nil {
+		return nil
+	}
+	return o.Admission.Admit(ctx, a)
+}
+
+func (o WriteOptions) validate(ctx context.Context, a *admission.Attributes) error {
+	if o.Admission == nil {
+		return nil
+	}
+	return o.Admission.Validate(ctx, a)
+}
+
+// attributes describes a write for admission.
+func (s *Store) attributes(ctx context.Context, op admission.Operation, namespace, name string, obj, old runtime.Object, o WriteOptions) *admission.Attributes {
+	a := &admission.Attributes{
+		Kind: s.Resource.GroupVersionKind(), Resource: s.Resource.GroupVersion.WithResource(s.Resource.Name),
+		Subresource: o.Subresource, Namespace: namespace, Name: name, Operation: op, Object: obj, OldObject: old, DryRun: o.DryRun,
+	}
+	if u, ok := filters.UserFrom(ctx); ok {
+		a.User = admission.UserInfo{Name: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra}
+	}
+	return a
 }
 
 // Create stores a new object in namespace.
@@ -134,8 +148,14 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 	}
 	s.Resource.Strategy.Default(obj)
 	s.Resource.Strategy.PrepareForCreate(ctx, obj)
-	if err := opts.Admission.mutate(ctx, obj, nil); err != nil {
+	attrs := s.attributes(ctx, admission.Create, namespace, accessor.GetName(), obj, nil, opts)
+	if err := opts.admit(ctx, attrs); err != nil {
 		return nil, err
+	}
+	// A mutating plugin may have replaced the object.
+	obj = attrs.Object
+	if accessor, err = meta.Accessor(obj); err != nil {
+		return nil, apierrors.NewInternalError(err)
 	}
 	s.Resource.Strategy.Default(obj)
 	if errs := s.validateMeta(accessor); len(errs) > 0 {
@@ -144,7 +164,7 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 	if errs := s.Resource.Strategy.Validate(ctx, obj); len(errs) > 0 {
 		return nil, s.invalid(accessor.GetName(), errs)
 	}
-	if err := opts.Admission.validate(ctx, obj, nil); err != nil {
+	if err := opts.validate(ctx, attrs); err != nil {
 		return nil, err
 	}
 	if opts.DryRun {
@@ -347,7 +367,7 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 				return nil, apierrors.NewNotFound(s.Resource.GroupResource(), name)
 			}
 			created = true
-			res, err := s.Create(ctx, namespace, obj, WriteOptions{DryRun: true, Admission: opts.Admission})
+			res, err := s.Create(ctx, namespace, obj, WriteOptions{DryRun: true, Admission: opts.Admission, Subresource: opts.Subresource})
 			if err != nil {
 				return nil, err
 			}
@@ -368,8 +388,13 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 		s.keepServerMeta(accessor, existingMeta)
 		strategy.Default(obj)
 		strategy.PrepareForUpdate(ctx, obj, current)
-		if err := opts.Admission.mutate(ctx, obj, current); err != nil {
+		attrs := s.attributes(ctx, admission.Update, namespace, name, obj, current, opts.WriteOptions)
+		if err := opts.admit(ctx, attrs); err != nil {
 			return nil, err
+		}
+		obj = attrs.Object
+		if accessor, err = meta.Accessor(obj); err != nil {
+			return nil, apierrors.NewInternalError(err)
 		}
 		strategy.Default(obj)
 		if s.Resource.TracksGeneration && specChanged(obj, current) {
@@ -384,7 +409,7 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 		if len(errs) > 0 {
 			return nil, s.invalid(name, errs)
 		}
-		if err := opts.Admission.validate(ctx, obj, current); err != nil {
+		if err := opts.validate(ctx, attrs); err != nil {
 			return nil, err
 		}
 		// The stored revision is the precondition of the write, not the client's copy.
@@ -480,7 +505,7 @@ func (s *Store) Delete(ctx context.Context, namespace, name string, opts *metav1
 			return nil, false, err
 		}
 	}
-	if err := wopts.Admission.validate(ctx, nil, current); err != nil {
+	if err := wopts.validate(ctx, s.attributes(ctx, admission.Delete, namespace, name, nil, current, wopts)); err != nil {
 		return nil, false, err
 	}
 	var grace int64

@@ -197,7 +197,7 @@ func scaleSubresource(s *endpoints.Scope, sc scalable) endpoints.Subresource {
 				}
 				sc.setReplicas(obj, scale.Spec.Replicas)
 				return obj, nil
-			}, registry.UpdateOptions{WriteOptions: s.WriteOptionsFor(req), AllowUnconditional: true})
+			}, registry.UpdateOptions{WriteOptions: s.WriteOptionsFor(req, r), AllowUnconditional: true})
 			if err != nil {
 				return nil, err
 			}

@@ -133,7 +133,7 @@ func bindHandler(s *endpoints.Scope) endpoints.HandlerFunc {
 				}
 				setPodCondition(&pod.Status, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()})
 				return pod, nil
-			}, registry.UpdateOptions{WriteOptions: s.WriteOptionsFor(req), Strategy: bindStrategy(), AllowUnconditional: true})
+			}, registry.UpdateOptions{WriteOptions: s.WriteOptionsFor(req, r), Strategy: bindStrategy(), AllowUnconditional: true})
 			if err != nil {
 				return nil, err
 			}

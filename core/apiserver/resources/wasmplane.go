@@ -138,11 +138,11 @@ func uploadModule(s *endpoints.Scope, bs *blobs.Store) endpoints.HandlerFunc {
 			return
 		}
 		code := http.StatusCreated
-		s.CustomCode(w, req, func(ctx context.Context, body func(runtime.Object) error, raw func() ([]byte, error)) (runtime.Object, int, error) {
+		s.CustomCode(w, req, func(ctx context.Context, _ func(runtime.Object) error, raw func(int64) ([]byte, error)) (runtime.Object, int, error) {
 			if bs == nil {
 				return nil, 0, apierrors.NewServiceUnavailable("this server has no module store")
 			}
-			data, err := raw()
+			data, err := raw(blobs.MaxBlobSize)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -155,7 +155,7 @@ func uploadModule(s *endpoints.Scope, bs *blobs.Store) endpoints.HandlerFunc {
 			}
 			m := &wasmv1.WasmModule{ObjectMeta: metav1.ObjectMeta{Name: ModuleName(digest)},
 				Spec: wasmv1.WasmModuleSpec{Digest: digest, Size: int64(len(data)), Chunks: int32(chunks)}}
-			out, err := s.Store.Create(ctx, "", m, s.WriteOptionsFor(req))
+			out, err := s.Store.Create(ctx, "", m, s.WriteOptionsFor(req, r))
 			if apierrors.IsAlreadyExists(err) {
 				out, err = s.Store.Get(ctx, "", m.Name, nil)
 				code = http.StatusOK
@@ -205,7 +205,9 @@ func validatePluginSpec(spec *wasmv1.WasmPluginSpec, namespaced bool, p *field.P
 	if sources != 1 {
 		errs = append(errs, field.Invalid(p.Child("module"), spec.Module, "exactly one of digest, file or url must be set"))
 	}
-	if spec.Module.File != "" && !strings.HasPrefix(spec.Module.File, "file://") && !strings.HasPrefix(spec.Module.File, "/") {
+	if namespaced && spec.Module.File != "" {
+		errs = append(errs, field.Forbidden(p.Child("module", "file"), "a namespaced plugin may not load a file from the server; push the module and use its digest"))
+	} else if spec.Module.File != "" && !strings.HasPrefix(spec.Module.File, "file://") && !strings.HasPrefix(spec.Module.File, "/") {
 		errs = append(errs, field.Invalid(p.Child("module", "file"), spec.Module.File, "must be an absolute path or a file:// URL"))
 	}
 	if _, err := blobs.ParseDigest(spec.SHA256); err != nil {

@@ -1,0 +1,230 @@
+// Package admission is the admission chain a write passes through inside the API server
+// (the seed's createHandler): mutating plugins, then object validation, then validating
+// plugins. Built-in plugins and dynamic sources (WASM plugins) implement the small
+// interfaces defined here; core never imports the WASM host.
+package admission
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Operation is what a request does to an object.
+type Operation string
+
+// The admission operations, as Kubernetes names them.
+const (
+	Create  Operation = "CREATE"
+	Update  Operation = "UPDATE"
+	Delete  Operation = "DELETE"
+	Connect Operation = "CONNECT"
+)
+
+// UserInfo is who made the request.
+type UserInfo struct {
+	// Name, UID and Groups as Kubernetes' user.Info.
+	Name, UID string
+	Groups    []string
+	// Extra carries authenticator-specific attributes.
+	Extra map[string][]string
+}
+
+// Attributes describe one admission request.
+type Attributes struct {
+	// Kind of the object, e.g. /v1, Kind=Pod.
+	Kind schema.GroupVersionKind
+	// Resource and Subresource addressed, e.g. pods and "status".
+	Resource    schema.GroupVersionResource
+	Subresource string
+	// Namespace and Name of the object.
+	Namespace, Name string
+	// Operation is the verb.
+	Operation Operation
+	// User made the request.
+	User UserInfo
+	// Object is the new object (nil on delete); mutating plugins change it in place or
+	// replace it with SetObject.
+	Object runtime.Object
+	// OldObject is the stored object (nil on create).
+	OldObject runtime.Object
+	// DryRun is true when nothing will be stored.
+	DryRun bool
+}
+
+// Mutator may change the object of a request it handles.
+type Mutator interface {
+	// Name identifies the plugin in errors and traces.
+	Name() string
+	// Admit mutates a.Object or refuses the request.
+	Admit(ctx context.Context, a *Attributes) error
+}
+
+// Validator may refuse a request it handles.
+type Validator interface {
+	// Name identifies the plugin in errors and traces.
+	Name() string
+	// Validate refuses the request by returning an error.
+	Validate(ctx context.Context, a *Attributes) error
+}
+
+// ReinvocableMutator is a mutator that asks to run again when a later plugin changed the
+// object (Kubernetes' reinvocationPolicy: IfNeeded).
+type ReinvocableMutator interface {
+	Mutator
+	// Reinvoke reports whether the plugin wants to see later changes.
+	Reinvoke() bool
+}
+
+// Source supplies plugins that change at run time (WASM plugins). The chain acquires the
+// current set once per phase of a request and releases it when the phase ends, so that a
+// swap takes effect at once while requests in flight finish on the set they started with.
+type Source interface {
+	// Acquire returns the mutating and validating plugins that match a, in order, and a
+	// release func the chain calls when it is done with them.
+	Acquire(a *Attributes) (mutators []Mutator, validators []Validator, release func())
+}
+
+// Chain runs built-in plugins first, then dynamic ones.
+type Chain struct {
+	// Mutating and Validating are the built-in plugins.
+	Mutating   []Mutator
+	Validating []Validator
+	// Sources are the dynamic plugin sources.
+	Sources []Source
+}
+
+// Admit runs every mutating plugin. If a dynamic plugin changed the object after an
+// earlier reinvocable one ran, the earlier ones run once more (IfNeeded).
+func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
+	if c == nil {
+		return nil
+	}
+	for _, m := range c.Mutating {
+		if err := m.Admit(ctx, a); err != nil {
+			return err
+		}
+	}
+	var dynamic []Mutator
+	for _, s := range c.Sources {
+		ms, _, release := s.Acquire(a)
+		defer release()
+		dynamic = append(dynamic, ms...)
+	}
+	if len(dynamic) == 0 {
+		return nil
+	}
+	changedAfter := make([]bool, len(dynamic))
+	for i, m := range dynamic {
+		before := snapshot(a.Object)
+		if err := m.Admit(ctx, a); err != nil {
+			return err
+		}
+		if !equalSnapshots(before, snapshot(a.Object)) {
+			for j := 0; j < i; j++ {
+				changedAfter[j] = true
+			}
+		}
+	}
+	for i, m := range dynamic {
+		if r, ok := m.(ReinvocableMutator); ok && changedAfter[i] && r.Reinvoke() {
+			if err := m.Admit(ctx, a); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Validate runs every validating plugin; the first refusal wins.
+func (c *Chain) Validate(ctx context.Context, a *Attributes) error {
+	if c == nil {
+		return nil
+	}
+	for _, v := range c.Validating {
+		if err := v.Validate(ctx, a); err != nil {
+			return err
+		}
+	}
+	for _, s := range c.Sources {
+		_, vs, release := s.Acquire(a)
+		defer release()
+		for _, v := range vs {
+			if err := v.Validate(ctx, a); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// snapshot is a cheap fingerprint of an object for change detection: its JSON.
+func snapshot(obj runtime.Object) string {
+	if obj == nil {
+		return ""
+	}
+	data, err := jsonMarshal(obj)
+	if err != nil {
+		return fmt.Sprintf("%p", obj)
+	}
+	return string(data)
+}
+
+func equalSnapshots(a, b string) bool { return a == b }
+
+// Denied is the error of a plugin that refused a request: Kubernetes' shape for a
+// webhook denial ("admission webhook %q denied the request: …"), code 403 unless the
+// plugin chose another.
+func Denied(plugin string, code int32, reason metav1.StatusReason, message string) error {
+	if code == 0 {
+		code = http.StatusForbidden
+	}
+	if reason == "" {
+		reason = reasonForCode[code]
+	}
+	msg := fmt.Sprintf("admission plugin %q denied the request", plugin)
+	if message != "" {
+		msg += ": " + message
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: code, Reason: reason, Message: msg}}
+}
+
+var reasonForCode = map[int32]metav1.StatusReason{
+	http.StatusBadRequest: metav1.StatusReasonBadRequest, http.StatusUnauthorized: metav1.StatusReasonUnauthorized,
+	http.StatusForbidden: metav1.StatusReasonForbidden, http.StatusNotFound: metav1.StatusReasonNotFound,
+	http.StatusConflict: metav1.StatusReasonConflict, http.StatusUnprocessableEntity: metav1.StatusReasonInvalid,
+	http.StatusTooManyRequests: metav1.StatusReasonTooManyRequests,
+}
+
+type warningsKey struct{}
+
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+// WithWarnings returns a context that collects warnings for the response, and a function
+// that returns what was collected.
+func WithWarnings(ctx context.Context) (context.Context, func() []string) {
+	w := &warnings{}
+	return context.WithValue(ctx, warningsKey{}, w), func() []string {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return append([]string(nil), w.msgs...)
+	}
+}
+
+// AddWarning records a warning for the client (a `Warning:` header), if ctx collects them.
+func AddWarning(ctx context.Context, msg string) {
+	if w, ok := ctx.Value(warningsKey{}).(*warnings); ok && msg != "" {
+		w.mu.Lock()
+		w.msgs = append(w.msgs, msg)
+		w.mu.Unlock()
+	}
+}

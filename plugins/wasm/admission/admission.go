@@ -1,0 +1,202 @@
+// Package admission makes a loaded WASM plugin an admission plugin of the API server:
+// it implements core/admission's Mutator and Validator with the mutate and validate hooks.
+package admission
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"reflect"
+
+	"github.com/wasmplane/wasmplane/core/admission"
+	"github.com/wasmplane/wasmplane/plugins/wasm"
+	"github.com/wasmplane/wasmplane/sdk/go/abi"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+)
+
+// Caller is the part of *wasm.Plugin the adapter needs.
+type Caller interface {
+	Mutate(ctx context.Context, req *abi.AdmissionRequest) (*abi.MutateResponse, error)
+	Validate(ctx context.Context, req *abi.AdmissionRequest) (*abi.ValidateResponse, error)
+}
+
+// Plugin adapts one WASM plugin to the admission chain.
+type Plugin struct {
+	// PluginName is shown in denials and logs ("namespace/name" for tenant plugins).
+	PluginName string
+	// Caller runs the hooks.
+	Caller Caller
+	// Ignore is failurePolicy Ignore: a failing plugin is skipped, not fatal.
+	Ignore bool
+	// Log receives skipped failures.
+	Log *slog.Logger
+}
+
+// Name implements admission.Mutator and admission.Validator.
+func (p *Plugin) Name() string { return p.PluginName }
+
+// Reinvoke implements admission.ReinvocableMutator: WASM mutators see later changes.
+func (p *Plugin) Reinvoke() bool { return true }
+
+// Admit runs the mutate hook and applies its JSON patch to a.Object.
+func (p *Plugin) Admit(ctx context.Context, a *admission.Attributes) error {
+	req, err := request(a)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	resp, err := p.Caller.Mutate(ctx, req)
+	if err != nil {
+		return p.failed(err)
+	}
+	for _, w := range resp.Warnings {
+		admission.AddWarning(ctx, w)
+	}
+	if !resp.Allowed {
+		return admission.Denied(p.PluginName, resp.Code, metav1.StatusReason(resp.Reason), resp.Message)
+	}
+	if len(resp.Patch) == 0 || a.Object == nil {
+		return nil
+	}
+	patched, err := applyPatch(a.Object, resp.Patch)
+	if err != nil {
+		return p.failed(fmt.Errorf("applying the plugin's patch: %w", err))
+	}
+	if err := checkImmutable(a.Object, patched); err != nil {
+		return p.failed(err)
+	}
+	a.Object = patched
+	return nil
+}
+
+// Validate runs the validate hook.
+func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
+	req, err := request(a)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	resp, err := p.Caller.Validate(ctx, req)
+	if err != nil {
+		return p.failed(err)
+	}
+	for _, w := range resp.Warnings {
+		admission.AddWarning(ctx, w)
+	}
+	if !resp.Allowed {
+		return admission.Denied(p.PluginName, resp.Code, metav1.StatusReason(resp.Reason), resp.Message)
+	}
+	return nil
+}
+
+// failed applies the failure policy to a plugin error, as Kubernetes does for webhooks.
+func (p *Plugin) failed(err error) error {
+	if p.Ignore {
+		if p.Log != nil {
+			p.Log.Warn("admission plugin failed; ignored by its failurePolicy", "plugin", p.PluginName, "kind", wasm.KindOf(err), "err", err)
+		}
+		return nil
+	}
+	return apierrors.NewInternalError(fmt.Errorf("failed calling admission plugin %q: %w", p.PluginName, err))
+}
+
+// request builds the ABI's AdmissionRequest.
+func request(a *admission.Attributes) (*abi.AdmissionRequest, error) {
+	req := &abi.AdmissionRequest{
+		UID:         string(uuid.NewUUID()),
+		Kind:        abi.GroupVersionKind{Group: a.Kind.Group, Version: a.Kind.Version, Kind: a.Kind.Kind},
+		Resource:    abi.GroupVersionResource{Group: a.Resource.Group, Version: a.Resource.Version, Resource: a.Resource.Resource},
+		SubResource: a.Subresource, Name: a.Name, Namespace: a.Namespace, Operation: string(a.Operation),
+		UserInfo: abi.UserInfo{Username: a.User.Name, UID: a.User.UID, Groups: a.User.Groups, Extra: a.User.Extra},
+		DryRun:   a.DryRun,
+	}
+	var err error
+	if req.Object, err = encode(a.Object, a); err != nil {
+		return nil, err
+	}
+	if req.OldObject, err = encode(a.OldObject, a); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// encode renders obj as JSON with its apiVersion and kind, as a webhook would see it.
+func encode(obj runtime.Object, a *admission.Attributes) (json.RawMessage, error) {
+	if obj == nil || reflect.ValueOf(obj).IsNil() {
+		return nil, nil
+	}
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", a.Kind.Kind, err)
+	}
+	if obj.GetObjectKind().GroupVersionKind().Empty() {
+		// Stored objects carry no TypeMeta; plugins expect it.
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(data, &m); err != nil {
+			return nil, fmt.Errorf("encoding %s: %w", a.Kind.Kind, err)
+		}
+		av, _ := json.Marshal(a.Kind.GroupVersion().String())
+		k, _ := json.Marshal(a.Kind.Kind)
+		m["apiVersion"], m["kind"] = av, k
+		if data, err = json.Marshal(m); err != nil {
+			return nil, fmt.Errorf("encoding %s: %w", a.Kind.Kind, err)
+		}
+	}
+	return data, nil
+}
+
+// applyPatch applies RFC 6902 operations to obj and decodes the result into a new
+// object of the same type.
+func applyPatch(obj runtime.Object, ops []abi.PatchOperation) (runtime.Object, error) {
+	patchJSON, err := json.Marshal(ops)
+	if err != nil {
+		return nil, fmt.Errorf("encoding patch: %w", err)
+	}
+	patch, err := jsonpatch.DecodePatch(patchJSON)
+	if err != nil {
+		return nil, fmt.Errorf("decoding patch: %w", err)
+	}
+	orig, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encoding object: %w", err)
+	}
+	out, err := patch.Apply(orig)
+	if err != nil {
+		return nil, fmt.Errorf("patch does not apply: %w", err)
+	}
+	fresh := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(runtime.Object)
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(fresh); err != nil {
+		return nil, fmt.Errorf("patched object does not decode: %w", err)
+	}
+	return fresh, nil
+}
+
+// checkImmutable refuses patches that touch what identifies the object.
+func checkImmutable(before, after runtime.Object) error {
+	b, err := meta.Accessor(before)
+	if err != nil {
+		return fmt.Errorf("reading metadata: %w", err)
+	}
+	a, err := meta.Accessor(after)
+	if err != nil {
+		return fmt.Errorf("reading patched metadata: %w", err)
+	}
+	switch {
+	case a.GetName() != b.GetName():
+		return fmt.Errorf("the plugin may not change metadata.name")
+	case a.GetNamespace() != b.GetNamespace():
+		return fmt.Errorf("the plugin may not change metadata.namespace")
+	case a.GetUID() != b.GetUID():
+		return fmt.Errorf("the plugin may not change metadata.uid")
+	case a.GetResourceVersion() != b.GetResourceVersion():
+		return fmt.Errorf("the plugin may not change metadata.resourceVersion")
+	}
+	return nil
+}
