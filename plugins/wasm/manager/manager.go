@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	"github.com/wasmplane/wasmplane/core/admission"
+	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	"github.com/wasmplane/wasmplane/plugins/wasm"
 	wasmadmission "github.com/wasmplane/wasmplane/plugins/wasm/admission"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -551,4 +551,3 @@ func (m *Manager) writeStatus(ctx context.Context, o *object, phase, digest, msg
 }
 
 var _ admission.Source = (*Manager)(nil)
-
