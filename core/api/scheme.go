@@ -5,6 +5,7 @@ package api
 import (
 	"fmt"
 
+	"github.com/wasmplane/wasmplane/core/api/initializers"
 	wasmv1alpha1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -29,6 +30,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		eventsv1.AddToScheme,
 		metav1.AddMetaToScheme,
 		wasmv1alpha1.AddToScheme,
+		initializers.AddToScheme,
 	}
 	for _, add := range adders {
 		if err := add(s); err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/wasmplane/wasmplane/core/admission"
+	"github.com/wasmplane/wasmplane/core/api/initializers"
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
 	"github.com/wasmplane/wasmplane/core/apiserver/filters"
 	"github.com/wasmplane/wasmplane/core/apiserver/mux"
@@ -50,6 +52,9 @@ type Config struct {
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
 	// AdmissionSources add dynamic admission plugins (WASM) after the built-in ones.
 	AdmissionSources []admission.Source
+	// InitializerWaiting hears about objects stored with pending initializers (the WASM
+	// plugin manager runs the initializers it knows); nil = nobody.
+	InitializerWaiting func(gvr schema.GroupVersionResource, namespace, name string)
 	// Blobs keeps uploaded WASM modules; nil = no module store.
 	Blobs *blobs.Store
 	// ExtraHandlers are mounted on the path recorder (exact paths, or prefixes ending in "/").
@@ -94,6 +99,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Authenticator = filters.AdminAuthenticator{}
 	}
 	s := &Server{codecs: endpoints.NewCodecs(cfg.Scheme), stores: map[schema.GroupResource]*registry.Store{}, metrics: cfg.Metrics}
+	inits := &initializerRegistry{s: s, waiting: cfg.InitializerWaiting}
 	chain := &admission.Chain{Validating: []admission.Validator{namespaceLifecycle{s}}, Sources: cfg.AdmissionSources}
 	defs := map[schema.GroupVersion][]resources.Definition{
 		corev1.SchemeGroupVersion: resources.Core(),
@@ -103,6 +109,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	extra := append(resources.Coordination(), resources.Events()...)
 	extra = append(extra, resources.Wasmplane(cfg.Blobs)...)
+	extra = append(extra, resources.Initializers()...)
 	for _, d := range extra {
 		defs[d.Resource.GroupVersion] = append(defs[d.Resource.GroupVersion], d)
 	}
@@ -124,7 +131,7 @@ func New(cfg Config) (*Server, error) {
 		g := groupVersion{gv: gv}
 		for _, d := range defs[gv] {
 			prefix := "/registry/" + d.Resource.Name
-			if gv.Group != "" && gv.Group != "apps" && gv.Group != "coordination.k8s.io" && gv.Group != "wasmplane.io" {
+			if gv.Group != "" && gv.Group != "apps" && gv.Group != "coordination.k8s.io" && gv.Group != "wasmplane.io" && gv.Group != "admissionregistration.k8s.io" {
 				prefix = "/registry/" + gv.Group + "/" + d.Resource.Name
 			}
 			st, err := cfg.Storage(d.Resource, prefix)
@@ -132,6 +139,9 @@ func New(cfg Config) (*Server, error) {
 				return nil, fmt.Errorf("storage for %s: %w", d.Resource.GroupResource(), err)
 			}
 			store := registry.NewStore(d.Resource, st, prefix)
+			if d.Resource.Name != "initializerconfigurations" {
+				store.Initializers = inits
+			}
 			s.stores[d.Resource.GroupResource()] = store
 			scope := &endpoints.Scope{Store: store, Codecs: s.codecs, MaxRequestBodyBytes: cfg.MaxRequestBodyBytes, Admission: chain}
 			a := &endpoints.APIResource{Scope: scope}
@@ -259,6 +269,49 @@ func (n namespaceLifecycle) Validate(ctx context.Context, a *admission.Attribute
 			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns.Name))
 	}
 	return nil
+}
+
+// initializerRegistry computes pending initializers from the InitializerConfigurations.
+type initializerRegistry struct {
+	s       *Server
+	waiting func(gvr schema.GroupVersionResource, namespace, name string)
+}
+
+// Pending implements registry.Initializers: configurations in name order, each
+// initializer once.
+func (r *initializerRegistry) Pending(ctx context.Context, gvr schema.GroupVersionResource) []string {
+	store := r.s.stores[initializers.SchemeGroupVersion.WithResource("initializerconfigurations").GroupResource()]
+	if store == nil {
+		return nil
+	}
+	list, err := store.List(ctx, "", &metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return nil
+	}
+	items := list.(*initializers.InitializerConfigurationList).Items
+	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+	var out []string
+	for _, c := range items {
+		for _, in := range c.Initializers {
+			if slices.Contains(out, in.Name) {
+				continue
+			}
+			for _, rule := range in.Rules {
+				if rule.Matches(gvr) {
+					out = append(out, in.Name)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Waiting implements registry.Initializers.
+func (r *initializerRegistry) Waiting(gvr schema.GroupVersionResource, namespace, name string) {
+	if r.waiting != nil {
+		r.waiting(gvr, namespace, name)
+	}
 }
 
 // EnsureSystemNamespaces creates the namespaces Kubernetes always has.

@@ -4,45 +4,218 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
+	"time"
 
+	"github.com/wasmplane/wasmplane/core/controller/deployment"
+	"github.com/wasmplane/wasmplane/core/controller/garbagecollector"
 	"github.com/wasmplane/wasmplane/core/controller/namespace"
+	"github.com/wasmplane/wasmplane/core/controller/replicaset"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
+
+// Client rate limits for controllers. Stock kube-controller-manager uses 20 QPS, which caps
+// pod creation near 20/s; wasmplane's controllers talk to a local server and use a high limit.
+const (
+	ControllerQPS   = 2000
+	ControllerBurst = 4000
+)
+
+// Leader election timing, as kube-controller-manager's defaults.
+const (
+	LeaseDuration = 15 * time.Second
+	RenewDeadline = 10 * time.Second
+	RetryPeriod   = 2 * time.Second
+)
+
+type noControllersKey struct{}
+
+// WithoutControllers returns a context that makes Start skip the built-in controllers, for
+// tests that run a controller manager of their own against the server.
+func WithoutControllers(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noControllersKey{}, true)
+}
 
 // startControllers runs the controllers against the API server through client-go, as a
 // separate controller-manager would; the returned func stops them and waits.
 func startControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger) (func(), error) {
+	if v, _ := ctx.Value(noControllersKey{}).(bool); v {
+		return func() {}, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	ready := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := RunControllers(ctx, cfg, log, ready); err != nil && ctx.Err() == nil {
+			log.Error("controllers stopped", "err", err)
+		}
+	}()
+	if err := <-ready; err != nil {
+		cancel()
+		<-done
+		return nil, err
+	}
+	return func() {
+		cancel()
+		<-done
+	}, nil
+}
+
+// RunControllers runs the namespace, ReplicaSet, Deployment and garbage-collector controllers
+// until ctx ends and they have all stopped. If ready is non-nil it receives nil once the
+// controllers are started, or the setup error.
+func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, ready chan<- error) error {
+	fail := func(err error) error {
+		if ready != nil {
+			ready <- err
+		}
+		return err
+	}
 	cfg = rest.CopyConfig(cfg)
-	cfg.UserAgent = "wasmplane-controller-manager"
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "wasmplane-controller-manager"
+	}
+	cfg.QPS, cfg.Burst = ControllerQPS, ControllerBurst
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("controller client: %w", err)
+		return fail(fmt.Errorf("controller client: %w", err))
 	}
 	md, err := metadata.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("controller metadata client: %w", err)
+		return fail(fmt.Errorf("controller metadata client: %w", err))
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	nsc, err := namespace.New(client, md, factory, log)
 	if err != nil {
-		cancel()
-		return nil, err
+		return fail(err)
 	}
+	rsc, err := replicaset.New(client, factory, replicaset.Options{Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	dc, err := deployment.New(client, factory, log)
+	if err != nil {
+		return fail(err)
+	}
+	gc := garbagecollector.New(md, client.Discovery(), log)
 	var wg sync.WaitGroup
 	factory.Start(ctx.Done())
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		nsc.Run(ctx, 2)
-	}()
-	return func() {
-		cancel()
-		wg.Wait()
-		factory.Shutdown()
-	}, nil
+	wg.Go(func() { nsc.Run(ctx, 2) })
+	wg.Go(func() { rsc.Run(ctx, 5) })
+	wg.Go(func() { dc.Run(ctx, 5) })
+	wg.Go(func() {
+		if err := gc.Run(ctx, 5); err != nil && ctx.Err() == nil {
+			log.Error("garbage collector stopped", "err", err)
+		}
+	})
+	if ready != nil {
+		ready <- nil
+	}
+	<-ctx.Done()
+	wg.Wait()
+	factory.Shutdown()
+	return nil
+}
+
+// ControllerManagerOptions configures RunControllerManager.
+type ControllerManagerOptions struct {
+	// Identity names this candidate in the Lease (default hostname_pid).
+	Identity string
+	// LeaseNamespace and LeaseName locate the Lease (default kube-system /
+	// wasmplane-controller-manager).
+	LeaseNamespace, LeaseName string
+	// Logger receives logs (default slog.Default()).
+	Logger *slog.Logger
+	// OnLeading, if set, is told when this instance starts (true) and stops (false) leading.
+	OnLeading func(leading bool)
+}
+
+// RunControllerManager runs the controllers only while this instance holds the controller
+// manager Lease, so several copies can run and one acts; it returns when ctx ends (releasing
+// the Lease) and every controller has stopped. Losing the Lease stops the controllers and
+// the instance campaigns again.
+func RunControllerManager(ctx context.Context, cfg *rest.Config, opts ControllerManagerOptions) error {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Identity == "" {
+		host, _ := os.Hostname()
+		opts.Identity = fmt.Sprintf("%s_%d", host, os.Getpid())
+	}
+	if opts.LeaseNamespace == "" {
+		opts.LeaseNamespace = metav1.NamespaceSystem
+	}
+	if opts.LeaseName == "" {
+		opts.LeaseName = "wasmplane-controller-manager"
+	}
+	log := opts.Logger.With("identity", opts.Identity)
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "wasmplane-controller-manager/" + opts.Identity
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("leader election client: %w", err)
+	}
+	_, err = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opts.LeaseNamespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s for the Lease: %w", opts.LeaseNamespace, err)
+	}
+	for ctx.Err() == nil {
+		var running sync.WaitGroup
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: &resourcelock.LeaseLock{
+				LeaseMeta:  metav1.ObjectMeta{Namespace: opts.LeaseNamespace, Name: opts.LeaseName},
+				Client:     client.CoordinationV1(),
+				LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
+			},
+			LeaseDuration:   LeaseDuration,
+			RenewDeadline:   RenewDeadline,
+			RetryPeriod:     RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            opts.LeaseName,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(lctx context.Context) {
+					running.Add(1)
+					defer running.Done()
+					log.Info("became leader, starting controllers")
+					if opts.OnLeading != nil {
+						opts.OnLeading(true)
+					}
+					if err := RunControllers(lctx, cfg, log, nil); err != nil {
+						log.Error("controllers failed", "err", err)
+					}
+				},
+				OnStoppedLeading: func() {
+					log.Info("stopped leading")
+				},
+				OnNewLeader: func(id string) {
+					if id != opts.Identity {
+						log.Info("following leader", "leader", id)
+					}
+				},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("leader election: %w", err)
+		}
+		le.Run(ctx)
+		// Run returns once leadership is lost or ctx ends; OnStartedLeading runs in its own
+		// goroutine, so wait for the controllers before campaigning again or returning.
+		running.Wait()
+		if opts.OnLeading != nil {
+			opts.OnLeading(false)
+		}
+	}
+	return nil
 }

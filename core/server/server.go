@@ -44,6 +44,8 @@ type Config struct {
 	Port int
 	// CompactionInterval is how often etcd is compacted (default 5 min).
 	CompactionInterval time.Duration
+	// InitializerTimeout fails objects whose initializer does not act in time (default 30 s).
+	InitializerTimeout time.Duration
 	// Logger receives structured logs; nil = slog.Default().
 	Logger *slog.Logger
 }
@@ -164,14 +166,14 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		return fail(fmt.Errorf("starting the WASM runtime: %w", err))
 	}
 	inst.closers = append(inst.closers, func() { _ = wasmRuntime.Close(context.Background()) })
-	plugins, err := newPluginManager(inst.RESTConfig(), wasmRuntime, log)
+	plugins, err := newPluginManager(inst.RESTConfig(), wasmRuntime, cfg.InitializerTimeout, log)
 	if err != nil {
 		return fail(err)
 	}
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := apiserver.New(apiserver.Config{Scheme: scheme, Storage: factory, Metrics: metrics, Blobs: blobs.New(client, "/wasmplane/blobs"),
-		AdmissionSources: []admission.Source{plugins},
+		AdmissionSources: []admission.Source{plugins}, InitializerWaiting: plugins.Waiting,
 		// Profiling is on, as with kube-apiserver's --profiling default.
 		ExtraHandlers: map[string]http.Handler{"/debug/pprof/": http.HandlerFunc(pprof.Index),
 			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile), "/debug/pprof/trace": http.HandlerFunc(pprof.Trace)}})

@@ -99,7 +99,17 @@ func (e *env) apply(t *testing.T, ns, name, digest string, hooks []wasmv1.Hook, 
 		}
 		gen = out.GetGeneration()
 	}
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	waitLoaded(t, ri, name, gen)
+}
+
+func toUnstructured(obj map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: obj}
+}
+
+// waitLoaded waits until this server reports the plugin loaded at generation gen.
+func waitLoaded(t *testing.T, ri dynamic.ResourceInterface, name string, gen int64) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		cur, err := ri.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -113,7 +123,7 @@ func (e *env) apply(t *testing.T, ns, name, digest string, hooks []wasmv1.Hook, 
 		return phase == "Loaded" && observed >= gen, nil
 	})
 	if err != nil {
-		t.Fatalf("waiting for plugin %s/%s: %v", ns, name, err)
+		t.Fatalf("waiting for plugin %s: %v", name, err)
 	}
 }
 

@@ -193,6 +193,7 @@ func (s *Scope) Get(w http.ResponseWriter, req *http.Request, r Request) {
 
 // ListOrWatch serves GET on a collection.
 func (s *Scope) ListOrWatch(w http.ResponseWriter, req *http.Request, r Request) {
+	req = withInitializationScope(req)
 	opts := &metav1.ListOptions{}
 	if err := s.Codecs.DecodeParams(req.URL.Query(), opts); err != nil {
 		s.Codecs.WriteError(w, req, apierrors.NewBadRequest(err.Error()))
@@ -338,6 +339,7 @@ func (s *Scope) deleteOptions(req *http.Request) (*metav1.DeleteOptions, error) 
 
 // DeleteCollection serves DELETE on a collection.
 func (s *Scope) DeleteCollection(w http.ResponseWriter, req *http.Request, r Request) {
+	req = withInitializationScope(req)
 	s.serve(w, req, http.StatusOK, func(ctx context.Context) (runtime.Object, error) {
 		listOpts := &metav1.ListOptions{}
 		if err := s.Codecs.DecodeParams(req.URL.Query(), listOpts); err != nil {
@@ -473,4 +475,13 @@ func (s *Scope) CustomCode(w http.ResponseWriter, req *http.Request, fn func(ctx
 		return
 	}
 	s.Codecs.writeObject(w, out.Info, gvks[0].GroupVersion(), code, obj)
+}
+
+// withInitializationScope honours ?includeUninitialized=true, which also returns objects
+// whose initializers are pending.
+func withInitializationScope(req *http.Request) *http.Request {
+	if v := req.URL.Query().Get("includeUninitialized"); v == "true" || v == "1" {
+		return req.WithContext(registry.WithIncludeUninitialized(req.Context()))
+	}
+	return req
 }

@@ -52,6 +52,8 @@ type Store struct {
 	Prefix string
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
+	// Initializers, when set, adds pending initializers to new objects.
+	Initializers Initializers
 }
 
 // NewStore returns a Store keeping r under prefix in s.
@@ -167,6 +169,7 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 	if err := opts.validate(ctx, attrs); err != nil {
 		return nil, err
 	}
+	pending := s.setPending(ctx, obj)
 	if opts.DryRun {
 		// A dry run must still report a name clash, as Kubernetes does.
 		existing := s.Resource.NewFunc()
@@ -182,6 +185,9 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 	out := s.Resource.NewFunc()
 	if err := s.Storage.Create(ctx, s.Key(namespace, accessor.GetName()), obj, out); err != nil {
 		return nil, err
+	}
+	if len(pending) > 0 {
+		s.Initializers.Waiting(s.Resource.GroupVersion.WithResource(s.Resource.Name), namespace, accessor.GetName())
 	}
 	return out, nil
 }
@@ -285,6 +291,9 @@ func (s *Store) List(ctx context.Context, namespace string, opts *metav1.ListOpt
 	if err != nil {
 		return nil, err
 	}
+	if !includeUninitialized(ctx) {
+		p.GetAttrs, p.Field = hideUninitialized(p.GetAttrs, p.Field)
+	}
 	lo := storage.ListOptions{Predicate: p, Recursive: true}
 	if opts != nil {
 		lo.ResourceVersion = opts.ResourceVersion
@@ -302,6 +311,9 @@ func (s *Store) Watch(ctx context.Context, namespace string, opts *metav1.ListOp
 	p, err := s.Predicate(opts)
 	if err != nil {
 		return nil, err
+	}
+	if !includeUninitialized(ctx) {
+		p.GetAttrs, p.Field = hideUninitialized(p.GetAttrs, p.Field)
 	}
 	lo := storage.ListOptions{Predicate: p, Recursive: true}
 	if opts != nil {
@@ -425,6 +437,9 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 	}
 	if err != nil {
 		return nil, false, err
+	}
+	if s.Initializers != nil && len(PendingInitializers(out)) > 0 {
+		s.Initializers.Waiting(s.Resource.GroupVersion.WithResource(s.Resource.Name), namespace, name)
 	}
 	// An update that removed the last finalizer of an object being deleted completes the
 	// deletion, as in Kubernetes.
@@ -593,7 +608,8 @@ func deleteFinalizers(existing []string, opts *metav1.DeleteOptions) []string {
 
 // DeleteCollection deletes every object of namespace matching listOpts.
 func (s *Store) DeleteCollection(ctx context.Context, namespace string, opts *metav1.DeleteOptions, listOpts *metav1.ListOptions, wopts WriteOptions) (runtime.Object, error) {
-	list, err := s.List(ctx, namespace, listOpts)
+	// A collection delete removes uninitialized objects too.
+	list, err := s.List(WithIncludeUninitialized(ctx), namespace, listOpts)
 	if err != nil {
 		return nil, err
 	}

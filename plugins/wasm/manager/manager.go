@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // Resources of the plugin objects.
@@ -51,6 +52,9 @@ type Config struct {
 	ServerName string
 	// Logger receives the manager's messages.
 	Logger *slog.Logger
+	// InitializerTimeout fails objects whose initializer does not act in time
+	// (default DefaultInitializerTimeout).
+	InitializerTimeout time.Duration
 }
 
 // entry is one loaded plugin object.
@@ -105,14 +109,23 @@ type Manager struct {
 	mu       sync.Mutex // serializes set changes
 	nsLister corelisters.NamespaceLister
 	retired  sync.WaitGroup
+	// initQueue holds objects waiting for an initializer; initTimeout fails them.
+	initQueue   workqueue.TypedRateLimitingInterface[waitingObject]
+	initTimeout time.Duration
 }
+
+// dynamicResource is the client of one resource (namespaced or not).
+type dynamicResource = dynamic.ResourceInterface
 
 // New returns a manager with no plugins loaded; Run loads them.
 func New(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger.With("component", "wasm-plugin-manager")}
+	if cfg.InitializerTimeout <= 0 {
+		cfg.InitializerTimeout = DefaultInitializerTimeout
+	}
+	m := &Manager{cfg: cfg, log: cfg.Logger.With("component", "wasm-plugin-manager"), initQueue: newInitQueue(), initTimeout: cfg.InitializerTimeout}
 	m.cur.Store(newSet(nil))
 	return m
 }
@@ -263,6 +276,12 @@ func (m *Manager) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), nsInf.HasSynced, clInf.HasSynced) {
 		return ctx.Err()
 	}
+	initDone := make(chan struct{})
+	go func() {
+		defer close(initDone)
+		m.runInitializers(ctx)
+	}()
+	defer func() { <-initDone }()
 	// Reconcile on every change, and periodically so that a failed load is retried.
 	tick := time.NewTicker(30 * time.Second)
 	defer tick.Stop()
@@ -317,7 +336,8 @@ func decode(obj any) (*object, error) {
 // usesAdmission reports whether a plugin has hooks this manager serves; the others are
 // loaded by the components that call them.
 func usesAdmission(spec *wasmv1.WasmPluginSpec) bool {
-	return slices.Contains(spec.Hooks, wasmv1.HookMutate) || slices.Contains(spec.Hooks, wasmv1.HookValidate)
+	return slices.Contains(spec.Hooks, wasmv1.HookMutate) || slices.Contains(spec.Hooks, wasmv1.HookValidate) ||
+		slices.Contains(spec.Hooks, wasmv1.HookInitialize)
 }
 
 // reconcile builds the next set from the objects, reusing unchanged entries.
@@ -422,7 +442,7 @@ func (m *Manager) load(ctx context.Context, o *object, prev *entry) (*entry, err
 	}
 	defer func() { _ = mod.Close(context.WithoutCancel(ctx)) }()
 	for _, h := range o.spec.Hooks {
-		if (h == wasmv1.HookMutate || h == wasmv1.HookValidate) && !mod.Implements(string(h)) {
+		if (h == wasmv1.HookMutate || h == wasmv1.HookValidate || h == wasmv1.HookInitialize) && !mod.Implements(string(h)) {
 			return nil, fmt.Errorf("the module does not export the %s hook", h)
 		}
 	}

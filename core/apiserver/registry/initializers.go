@@ -1,0 +1,98 @@
+package registry
+
+import (
+	"context"
+	"strings"
+
+	"github.com/wasmplane/wasmplane/core/api/initializers"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Initializers decides which initializers a new object must pass, and hears about
+// objects that are waiting for one (the seed's InitializerConfiguration).
+type Initializers interface {
+	// Pending returns the initializer names for a new object of gvr, in order.
+	Pending(ctx context.Context, gvr schema.GroupVersionResource) []string
+	// Waiting is told that an object is stored with pending initializers.
+	Waiting(gvr schema.GroupVersionResource, namespace, name string)
+}
+
+// initializedField is a synthetic field: objects with pending initializers are hidden
+// from lists and watches by selecting on it, which also makes a watcher see ADDED at the
+// moment the last initializer removes itself.
+const initializedField = "metadata.initialized"
+
+type includeUninitializedKey struct{}
+
+// WithIncludeUninitialized marks a list or watch that should also return objects whose
+// initializers are pending (?includeUninitialized=true).
+func WithIncludeUninitialized(ctx context.Context) context.Context {
+	return context.WithValue(ctx, includeUninitializedKey{}, true)
+}
+
+func includeUninitialized(ctx context.Context) bool {
+	v, _ := ctx.Value(includeUninitializedKey{}).(bool)
+	return v
+}
+
+// PendingInitializers returns an object's pending initializers.
+func PendingInitializers(obj runtime.Object) []string {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil
+	}
+	v := m.GetAnnotations()[initializers.PendingAnnotation]
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+// hideUninitialized narrows a predicate to initialized objects.
+func hideUninitialized(attrs func(runtime.Object) (labels.Set, fields.Set, error), sel fields.Selector) (func(runtime.Object) (labels.Set, fields.Set, error), fields.Selector) {
+	wrapped := func(obj runtime.Object) (labels.Set, fields.Set, error) {
+		l, f, err := attrs(obj)
+		if err != nil {
+			return nil, nil, err
+		}
+		out := make(fields.Set, len(f)+1)
+		for k, v := range f {
+			out[k] = v
+		}
+		out[initializedField] = "true"
+		if len(PendingInitializers(obj)) > 0 {
+			out[initializedField] = "false"
+		}
+		return l, out, nil
+	}
+	req := fields.OneTermEqualSelector(initializedField, "true")
+	if sel == nil || sel.Empty() {
+		return wrapped, req
+	}
+	return wrapped, fields.AndSelectors(sel, req)
+}
+
+func (s *Store) setPending(ctx context.Context, obj runtime.Object) []string {
+	if s.Initializers == nil {
+		return nil
+	}
+	pending := s.Initializers.Pending(ctx, s.Resource.GroupVersion.WithResource(s.Resource.Name))
+	if len(pending) == 0 {
+		return nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil
+	}
+	ann := m.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[initializers.PendingAnnotation] = strings.Join(pending, ",")
+	m.SetAnnotations(ann)
+	return pending
+}

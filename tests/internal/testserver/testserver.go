@@ -1,0 +1,153 @@
+// Package testserver starts wasmplane for the integration and kubectl tests: an
+// in-process server in a temporary directory, clients for it, and binaries built once per
+// test binary.
+package testserver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/wasmplane/wasmplane/core/server"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Server is an in-process wasmplane with the directory and port it was started on, so that
+// a restart can reuse both.
+type Server struct {
+	*server.Instance
+	DataDir string
+	Port    int
+}
+
+// Start runs a server in a fresh t.TempDir() on a free port; it stops when the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	return StartAt(t, t.TempDir(), 0)
+}
+
+// StartAt runs a server on dataDir and port (0 = a free one). A port just released by a
+// previous instance may briefly still be busy, so binding is retried until a deadline.
+func StartAt(t testing.TB, dataDir string, port int) *Server {
+	t.Helper()
+	var inst *server.Instance
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		inst, err = server.Start(context.Background(), server.Config{DataDir: dataDir, Port: port, Logger: Logger()})
+		if err != nil {
+			t.Logf("starting wasmplane (will retry): %v", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("starting wasmplane on %s port %d: %v", dataDir, port, err)
+	}
+	s := &Server{Instance: inst, DataDir: dataDir, Port: PortOf(t, inst.URL())}
+	t.Cleanup(inst.Close)
+	return s
+}
+
+// Restart stops s and starts a new server on the same data directory and port.
+func (s *Server) Restart(t testing.TB) *Server {
+	t.Helper()
+	s.Close()
+	return StartAt(t, s.DataDir, s.Port)
+}
+
+// Logger keeps the server quiet unless WASMPLANE_TEST_LOG is set: test output should show
+// failures, not routine server logs.
+func Logger() *slog.Logger {
+	if os.Getenv("WASMPLANE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// PortOf returns the port of a base URL.
+func PortOf(t testing.TB, base string) int {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("parsing %q: %v", base, err)
+	}
+	p, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatalf("port of %q: %v", base, err)
+	}
+	return p
+}
+
+// RESTConfig returns an unthrottled admin config; json forces JSON instead of the
+// protobuf client-go negotiates for built-in types by default.
+func RESTConfig(host string, json bool) *rest.Config {
+	cfg := &rest.Config{Host: host, QPS: -1, Timeout: 30 * time.Second}
+	if json {
+		cfg.ContentType = runtime.ContentTypeJSON
+		cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	}
+	return cfg
+}
+
+// Clientset is a typed clientset for s (see RESTConfig for json).
+func (s *Server) Clientset(t testing.TB, json bool) kubernetes.Interface {
+	t.Helper()
+	return NewClientset(t, RESTConfig(s.URL(), json))
+}
+
+// NewClientset builds a clientset or fails the test.
+func NewClientset(t testing.TB, cfg *rest.Config) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("clientset: %v", err)
+	}
+	return cs
+}
+
+// EtcdClient connects to the etcd behind s; it is closed when the test ends.
+func (s *Server) EtcdClient(t testing.TB) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: s.EtcdEndpoints(), DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// FreePort returns a loopback port nothing listens on right now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Build compiles the main package pkg (an import path of this module) into dir and returns
+// the binary's path. Call it from TestMain so that a test binary builds each tool once.
+func Build(dir, pkg string) (string, error) {
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out, nil
+}
