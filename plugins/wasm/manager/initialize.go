@@ -218,7 +218,6 @@ func (m *Manager) failIfStale(ctx context.Context, ri dynamicResource, obj *unst
 	return m.fail(ctx, ri, obj, name, fmt.Sprintf("initializer %s did not act within %v", name, m.initTimeout))
 }
 
-
 func newInitQueue() workqueue.TypedRateLimitingInterface[waitingObject] {
 	return workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[waitingObject](50*time.Millisecond, 5*time.Second),
