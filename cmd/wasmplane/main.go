@@ -27,6 +27,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: false,
 	}
 	root.AddCommand(newUp(), newVersion())
+	root.AddCommand(newPlugin())
 	return root
 }
 

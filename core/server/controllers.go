@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/controller/deployment"
@@ -172,13 +173,14 @@ func RunControllerManager(ctx context.Context, cfg *rest.Config, opts Controller
 		return fmt.Errorf("creating namespace %s for the Lease: %w", opts.LeaseNamespace, err)
 	}
 	for ctx.Err() == nil {
-		var running sync.WaitGroup
+		lock := &acquireTracker{Interface: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: opts.LeaseNamespace, Name: opts.LeaseName},
+			Client:     client.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
+		}}
+		controllersDone := make(chan struct{})
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: &resourcelock.LeaseLock{
-				LeaseMeta:  metav1.ObjectMeta{Namespace: opts.LeaseNamespace, Name: opts.LeaseName},
-				Client:     client.CoordinationV1(),
-				LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
-			},
+			Lock:            lock,
 			LeaseDuration:   LeaseDuration,
 			RenewDeadline:   RenewDeadline,
 			RetryPeriod:     RetryPeriod,
@@ -186,8 +188,7 @@ func RunControllerManager(ctx context.Context, cfg *rest.Config, opts Controller
 			Name:            opts.LeaseName,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(lctx context.Context) {
-					running.Add(1)
-					defer running.Done()
+					defer close(controllersDone)
 					log.Info("became leader, starting controllers")
 					if opts.OnLeading != nil {
 						opts.OnLeading(true)
@@ -212,10 +213,38 @@ func RunControllerManager(ctx context.Context, cfg *rest.Config, opts Controller
 		le.Run(ctx)
 		// Run returns once leadership is lost or ctx ends; OnStartedLeading runs in its own
 		// goroutine, so wait for the controllers before campaigning again or returning.
-		running.Wait()
-		if opts.OnLeading != nil {
-			opts.OnLeading(false)
+		if lock.acquired.Load() {
+			<-controllersDone
+			if opts.OnLeading != nil {
+				opts.OnLeading(false)
+			}
 		}
 	}
 	return nil
+}
+
+// acquireTracker notes whether this candidate ever wrote the lock as holder, which the
+// leader elector does synchronously before it starts OnStartedLeading in a goroutine: after
+// Run returns, a true flag means that goroutine exists and must be waited for.
+type acquireTracker struct {
+	resourcelock.Interface
+	acquired atomic.Bool
+}
+
+// Create records a successful first acquisition.
+func (t *acquireTracker) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := t.Interface.Create(ctx, ler)
+	if err == nil && ler.HolderIdentity == t.Identity() {
+		t.acquired.Store(true)
+	}
+	return err
+}
+
+// Update records a successful acquisition or renewal.
+func (t *acquireTracker) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := t.Interface.Update(ctx, ler)
+	if err == nil && ler.HolderIdentity == t.Identity() {
+		t.acquired.Store(true)
+	}
+	return err
 }

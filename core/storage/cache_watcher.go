@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/third_party/forked/golang/btree"
 )
 
 // cacheWatcher is one client watch served by a Cacher. While it sends its initial state
@@ -110,7 +111,7 @@ func (w *cacheWatcher) deliver(out watch.Event, deadline <-chan struct{}) bool {
 
 // catchUp sends the initial state and replayed events, then whatever was queued meanwhile,
 // and makes the watcher live.
-func (w *cacheWatcher) catchUp(ctx context.Context, initial []*cacheItem, replay []*cacheEvent) {
+func (w *cacheWatcher) catchUp(ctx context.Context, initial *btree.BTree[*cacheItem], replay []*cacheEvent) {
 	defer w.c.wg.Done()
 	defer close(w.done)
 	send := func(ev watch.Event) bool {
@@ -124,8 +125,15 @@ func (w *cacheWatcher) catchUp(ctx context.Context, initial []*cacheItem, replay
 		return false
 	}
 	ok := func() bool {
-		for _, it := range initial {
-			if w.mode.matcher.matchItem(it) && !send(watch.Event{Type: watch.Added, Object: it.obj}) {
+		if initial != nil {
+			sent := true
+			ascend(initial, &w.mode, "", func(it *cacheItem) bool {
+				if w.mode.matcher.matchItem(it) {
+					sent = send(watch.Event{Type: watch.Added, Object: it.obj})
+				}
+				return sent
+			})
+			if !sent {
 				return false
 			}
 		}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/third_party/forked/golang/btree"
 )
 
 // CacherConfig tunes a Cacher; zero fields take the defaults.
@@ -83,6 +84,14 @@ type cacheEvent struct {
 
 // Cacher is an Interface that keeps one etcd watch per resource and serves watches, and
 // lists and gets that allow it, from memory. Writes go to the underlying Etcd store.
+//
+// The state is a copy-on-write B-tree of decoded objects (a snapshot for a list or a
+// watch's initial events is an O(1) clone) plus a ring of recent events for watches that
+// resume from a resourceVersion. Each object is wrapped once in a CachingObject, so that
+// every watcher of an event (and every initial event of the same object version) shares
+// one serialization per encoder; the price is that those bytes stay in memory as long as
+// the version is cached. A broken etcd watch is resumed from the cache's revision without
+// disturbing anyone; only a compacted one forces a relist, which closes all watchers.
 type Cacher struct {
 	store *Etcd
 	cfg   ResourceConfig
@@ -102,36 +111,71 @@ type Cacher struct {
 
 	mu        sync.RWMutex
 	ready     bool
-	readyCh   chan struct{} // closed while ready
-	rev       uint64        // every event up to rev is applied
-	revCh     chan struct{} // closed (and replaced) when rev advances
-	items     map[string]*cacheItem
+	readyCh   chan struct{}            // closed while ready
+	rev       uint64                   // every event up to rev is applied
+	revCh     chan struct{}            // closed (and replaced) when rev advances
+	tree      *btree.BTree[*cacheItem] // current items by key; clones are snapshots
 	ring      []*cacheEvent
 	ringHead  int // index of the oldest event
 	ringLen   int
 	oldestRev uint64 // every event after oldestRev is in the ring
 	watchers  map[*cacheWatcher]struct{}
 	wlist     []*cacheWatcher // copy-on-write view of watchers for the dispatcher
-	gen       uint64          // bumped on every change of items
+	gen       uint64          // bumped on every change of tree
 
-	// snap is items sorted by key as of generation snapGen; it is rebuilt lazily by the
-	// first list or watch after a change, shared, and never modified.
-	snapMu  sync.Mutex
-	snap    []*cacheItem
+	// snap is a copy-on-write clone of tree as of generation snapGen, shared by the lists
+	// and watches that start before the next change; kept are the last snapshots, so that
+	// the pages after the first of a paged list are cut from the same state.
+	snap    *keptSnapshot
 	snapGen uint64
-	snapRev uint64
-	// kept are the last snapshots, so that the pages after the first of a paged list are
-	// cut from the same state without going to etcd.
-	kept []keptSnapshot
+	kept    []*keptSnapshot
 }
 
+// keptSnapshot is the state at one revision. Paged lists flatten the listed range once
+// per snapshot, so that each page is a binary search and remainingItemCount a subtraction.
 type keptSnapshot struct {
 	rev  uint64
-	snap []*cacheItem
+	tree *btree.BTree[*cacheItem]
+
+	mu     sync.Mutex
+	ranges map[string][]*cacheItem
 }
 
-// keptSnapshots is how many recent snapshots serve continue tokens from memory.
-const keptSnapshots = 4
+// sortedRange returns the items under prefix in key order, built on first use.
+func (k *keptSnapshot) sortedRange(mode *watchMode) []*cacheItem {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if r, ok := k.ranges[mode.keyPrefix]; ok {
+		return r
+	}
+	var r []*cacheItem
+	ascend(k.tree, mode, "", func(it *cacheItem) bool {
+		r = append(r, it)
+		return true
+	})
+	if k.ranges == nil {
+		k.ranges = map[string][]*cacheItem{}
+	}
+	k.ranges[mode.keyPrefix] = r
+	return r
+}
+
+// keptSnapshots is how many recent snapshots serve continue tokens from memory. A
+// snapshot costs only the tree nodes changed since it was taken.
+const keptSnapshots = 16
+
+// treeDegree is the B-tree's degree (up to 2*degree-1 items per node).
+const treeDegree = 32
+
+func newItemTree() *btree.BTree[*cacheItem] {
+	return btree.New(treeDegree, func(a, b *cacheItem) bool { return a.key < b.key })
+}
+
+// getItem returns the item at key in t, or nil.
+func getItem(t *btree.BTree[*cacheItem], key string) *cacheItem {
+	it, _ := t.Get(&cacheItem{key: key})
+	return it
+}
 
 var _ Interface = (*Cacher)(nil)
 
@@ -151,7 +195,7 @@ func NewCacher(store *Etcd, opts CacherConfig) *Cacher {
 		breakWatch:  make(chan error),
 		readyCh:     make(chan struct{}),
 		revCh:       make(chan struct{}),
-		items:       map[string]*cacheItem{},
+		tree:        newItemTree(),
 		ring:        make([]*cacheEvent, opts.EventBufferSize),
 		watchers:    map[*cacheWatcher]struct{}{},
 	}
@@ -232,7 +276,7 @@ var errWatchCompacted = errors.New("storage: cache watch compacted")
 func (c *Cacher) relist() (uint64, error) {
 	prefix := c.prefix()
 	end := clientv3.GetPrefixRangeEnd(prefix)
-	items := map[string]*cacheItem{}
+	items := newItemTree()
 	var rev int64
 	start := prefix
 	for {
@@ -250,7 +294,7 @@ func (c *Cacher) relist() (uint64, error) {
 				c.log.Error("watch cache: undecodable object skipped", "key", string(kv.Key), "err", err)
 				continue
 			}
-			items[it.key] = it
+			items.ReplaceOrInsert(it)
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			break
@@ -258,7 +302,7 @@ func (c *Cacher) relist() (uint64, error) {
 		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 	c.mu.Lock()
-	c.items = items
+	c.tree = items
 	c.gen++
 	c.rev = uint64(rev)
 	c.oldestRev = uint64(rev)
@@ -384,17 +428,17 @@ func (c *Cacher) apply(events []*clientv3.Event) {
 	c.mu.Lock()
 	for _, d := range ds {
 		key, rev := string(d.e.Kv.Key), uint64(d.e.Kv.ModRevision)
-		prev := c.items[key]
+		prev := getItem(c.tree, key)
 		ev := &cacheEvent{key: key, rev: rev, prev: prev}
 		switch {
 		case d.item != nil:
-			c.items[key] = d.item
+			c.tree.ReplaceOrInsert(d.item)
 			ev.obj, ev.typ = d.item, watch.Modified
 			if prev == nil {
 				ev.typ = watch.Added
 			}
 		case prev != nil:
-			delete(c.items, key)
+			c.tree.Delete(prev)
 			last := prev.obj.shared().DeepCopyObject()
 			if err := setRV(last, int64(rev)); err != nil {
 				continue
@@ -515,64 +559,62 @@ func (c *Cacher) removeWatcher(w *cacheWatcher) {
 	c.wlist = nl
 }
 
-// snapshot returns the items sorted by key, the revision they are at and their generation.
-func (c *Cacher) snapshot() ([]*cacheItem, uint64, uint64) {
-	c.snapMu.Lock()
-	defer c.snapMu.Unlock()
-	c.mu.RLock()
-	gen, rev := c.gen, c.rev
-	if gen == c.snapGen && c.snap != nil {
-		c.mu.RUnlock()
-		if rev != c.snapRev {
-			// Progress without changes: the same state, now known to be current at rev.
-			c.snapRev = rev
-			c.keepLocked(rev, c.snap)
-		}
-		return c.snap, rev, gen
-	}
-	snap := make([]*cacheItem, 0, len(c.items))
-	for _, it := range c.items {
-		snap = append(snap, it)
-	}
-	c.mu.RUnlock()
-	slices.SortFunc(snap, func(a, b *cacheItem) int { return strings.Compare(a.key, b.key) })
-	c.snap, c.snapRev, c.snapGen = snap, rev, gen
-	c.keepLocked(rev, snap)
-	return snap, rev, gen
+// snapshot returns an immutable view of the items at the cache's revision.
+func (c *Cacher) snapshot() *keptSnapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.snapshotLocked()
 }
 
-func (c *Cacher) keepLocked(rev uint64, snap []*cacheItem) {
+// snapshotLocked needs the write lock: cloning switches tree to a new copy-on-write
+// context. A clone is O(1); later writes to tree copy the nodes they touch.
+func (c *Cacher) snapshotLocked() *keptSnapshot {
+	switch {
+	case c.snap == nil || c.snapGen != c.gen:
+		c.snap, c.snapGen = &keptSnapshot{rev: c.rev, tree: c.tree.Clone()}, c.gen
+		c.keepLocked(c.snap)
+	case c.snap.rev != c.rev:
+		// Progress without changes: the same state, now known to be current at rev.
+		c.snap = &keptSnapshot{rev: c.rev, tree: c.snap.tree}
+		c.keepLocked(c.snap)
+	}
+	return c.snap
+}
+
+func (c *Cacher) keepLocked(k *keptSnapshot) {
 	if len(c.kept) == keptSnapshots {
 		copy(c.kept, c.kept[1:])
+		c.kept[keptSnapshots-1] = nil
 		c.kept = c.kept[:keptSnapshots-1]
 	}
-	c.kept = append(c.kept, keptSnapshot{rev: rev, snap: snap})
+	c.kept = append(c.kept, k)
 }
 
 // retained returns a kept snapshot at exactly rev.
-func (c *Cacher) retained(rev uint64) ([]*cacheItem, bool) {
-	c.snapMu.Lock()
-	defer c.snapMu.Unlock()
+func (c *Cacher) retained(rev uint64) (*keptSnapshot, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	for i := len(c.kept) - 1; i >= 0; i-- {
 		if c.kept[i].rev == rev {
-			return c.kept[i].snap, true
+			return c.kept[i], true
 		}
 	}
 	return nil, false
 }
 
-// inRange returns the part of a sorted snapshot under mode's key or prefix.
-func inRange(snap []*cacheItem, mode *watchMode) []*cacheItem {
+// ascend calls f, in key order, for the items of t under mode's key or prefix from key
+// from on, until f returns false.
+func ascend(t *btree.BTree[*cacheItem], mode *watchMode, from string, f func(*cacheItem) bool) {
 	if !mode.recursive {
-		i := sort.Search(len(snap), func(i int) bool { return snap[i].key >= mode.exactKey })
-		if i < len(snap) && snap[i].key == mode.exactKey {
-			return snap[i : i+1]
+		if it := getItem(t, mode.exactKey); it != nil && it.key >= from {
+			f(it)
 		}
-		return nil
+		return
 	}
-	i := sort.Search(len(snap), func(i int) bool { return snap[i].key >= mode.keyPrefix })
-	j := i + sort.Search(len(snap)-i, func(k int) bool { return !strings.HasPrefix(snap[i+k].key, mode.keyPrefix) })
-	return snap[i:j]
+	start := max(mode.keyPrefix, from)
+	t.AscendGreaterOrEqual(&cacheItem{key: start}, func(it *cacheItem) bool {
+		return strings.HasPrefix(it.key, mode.keyPrefix) && f(it)
+	})
 }
 
 // requestProgress asks the run loop for an etcd progress notification.
@@ -624,10 +666,37 @@ func (c *Cacher) Create(ctx context.Context, key string, obj, out runtime.Object
 	return c.store.Create(ctx, key, obj, out)
 }
 
-// GuaranteedUpdate implements Interface by writing to etcd.
+// GuaranteedUpdate implements Interface by writing to etcd, starting from the cached
+// object when there is one: that saves a read per update whenever the cache is current,
+// and costs one failed transaction when it is not.
 func (c *Cacher) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
 	preconditions *Preconditions, tryUpdate UpdateFunc) error {
-	return c.store.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate)
+	return c.store.guaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate, c.hint(key))
+}
+
+// hint is the cached state of key in the form the etcd store updates from, or nil.
+func (c *Cacher) hint(key string) *objState {
+	c.mu.RLock()
+	it, ready := getItem(c.tree, key), c.ready
+	c.mu.RUnlock()
+	if !ready || it == nil {
+		return nil
+	}
+	obj := it.obj.shared().DeepCopyObject()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil
+	}
+	rev, err := strconv.ParseInt(m.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return nil
+	}
+	// The stored bytes are not kept: encoding the decoded object gives them back.
+	data, err := c.store.encode(obj.DeepCopyObject())
+	if err != nil {
+		return nil
+	}
+	return &objState{obj: obj, data: data, rev: rev, exists: true}
 }
 
 // Delete implements Interface by writing to etcd.
@@ -663,7 +732,7 @@ func (c *Cacher) Get(ctx context.Context, key string, opts GetOptions, out runti
 		return NewTooLargeResourceVersionError(rv, c.currentRev(), 1)
 	}
 	c.mu.RLock()
-	it := c.items[key]
+	it := getItem(c.tree, key)
 	c.mu.RUnlock()
 	if it == nil {
 		if opts.IgnoreNotFound {
@@ -705,16 +774,12 @@ func (c *Cacher) GetList(ctx context.Context, key string, opts ListOptions, list
 		// Legacy paged list from N means exactly N.
 		return c.store.GetList(ctx, key, opts, listObj)
 	}
-	var (
-		snap    []*cacheItem
-		listRev uint64
-	)
+	var snap *keptSnapshot
 	if p.cont {
 		var ok bool
 		if snap, ok = c.retained(uint64(p.withRev)); !ok {
 			return c.store.GetList(ctx, key, opts, listObj)
 		}
-		listRev = uint64(p.withRev)
 	} else {
 		need := p.minRV
 		if opts.ResourceVersion == "" {
@@ -732,38 +797,48 @@ func (c *Cacher) GetList(ctx context.Context, key string, opts ListOptions, list
 				return NewTooLargeResourceVersionError(need, c.currentRev(), 1)
 			}
 		}
-		snap, listRev, _ = c.snapshot()
+		snap = c.snapshot()
 	}
+	listRev := snap.rev
 	mode, err := newWatchMode(key, opts, c.cfg.GetAttrs)
 	if err != nil {
 		return err
 	}
-	items := inRange(snap, &mode)
-	if p.cont {
-		i := sort.Search(len(items), func(i int) bool { return items[i].key >= p.startKey })
-		items = items[i:]
-	}
-	limit := int(opts.Predicate.Limit)
 	var (
 		objs      []runtime.Object
 		next      string
 		remaining *int64
 	)
-	for i, it := range items {
-		if !mode.matcher.matchItem(it) {
-			continue
+	if p.paging {
+		items := snap.sortedRange(&mode)
+		i := 0
+		if p.cont {
+			i = sort.Search(len(items), func(i int) bool { return items[i].key >= p.startKey })
 		}
-		objs = append(objs, it.obj.shared())
-		if p.paging && len(objs) == limit {
-			if i < len(items)-1 {
-				next = it.key + "\x00"
-				if mode.matcher.empty {
-					n := int64(len(items) - i - 1)
-					remaining = &n
-				}
+		limit := int(opts.Predicate.Limit)
+		for ; i < len(items); i++ {
+			if !mode.matcher.matchItem(items[i]) {
+				continue
 			}
-			break
+			objs = append(objs, items[i].obj.shared())
+			if len(objs) == limit {
+				break
+			}
 		}
+		if i < len(items)-1 {
+			next = items[i].key + "\x00"
+			if mode.matcher.empty {
+				n := int64(len(items) - i - 1)
+				remaining = &n
+			}
+		}
+	} else {
+		ascend(snap.tree, &mode, "", func(it *cacheItem) bool {
+			if mode.matcher.matchItem(it) {
+				objs = append(objs, it.obj.shared())
+			}
+			return true
+		})
 	}
 	if err := meta.SetList(listObj, objs); err != nil {
 		return fmt.Errorf("storage: %w", err)
@@ -835,40 +910,16 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts ListOptions) (watch
 		done:     make(chan struct{}),
 	}
 	var (
-		initial []*cacheItem
+		initial *btree.BTree[*cacheItem]
 		replay  []*cacheEvent
 	)
-	for attempt := 0; ; attempt++ {
-		var (
-			snap []*cacheItem
-			gen  uint64
-		)
-		if mode.initial && attempt < 3 {
-			snap, _, gen = c.snapshot()
-		}
-		c.mu.Lock()
-		if !c.ready {
-			c.mu.Unlock()
-			return nil, apierrors.NewTooManyRequests("storage is (re)initializing", 1)
-		}
-		if !mode.initial {
-			break
-		}
-		if attempt < 3 && c.gen == gen {
-			initial = inRange(snap, &mode)
-			break
-		}
-		if attempt >= 3 {
-			// The cache changes faster than snapshots are built: take the state as it is.
-			for k, it := range c.items {
-				if mode.covers(k) {
-					initial = append(initial, it)
-				}
-			}
-			slices.SortFunc(initial, func(a, b *cacheItem) int { return strings.Compare(a.key, b.key) })
-			break
-		}
+	c.mu.Lock()
+	if !c.ready {
 		c.mu.Unlock()
+		return nil, apierrors.NewTooManyRequests("storage is (re)initializing", 1)
+	}
+	if mode.initial {
+		initial = c.snapshotLocked().tree
 	}
 	if !mode.initial {
 		if mode.fromRV < c.oldestRev {

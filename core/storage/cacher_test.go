@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	goruntime "runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -256,6 +258,14 @@ func TestCacherStopEndsWatchers(t *testing.T) {
 	wg.Wait() // every result channel closed (Stop waited for the goroutines)
 	for _, w := range ws {
 		w.Stop()
+	}
+	// Nothing of the cacher is left running.
+	buf := make([]byte, 1<<22)
+	stacks := string(buf[:goruntime.Stack(buf, true)])
+	for _, g := range strings.Split(stacks, "\n\n") {
+		if strings.Contains(g, "storage.(*Cacher)") || strings.Contains(g, "storage.(*cacheWatcher)") {
+			t.Fatalf("goroutine left after Stop:\n%s", g)
+		}
 	}
 }
 

@@ -182,46 +182,48 @@ func (s *Etcd) checkPreconditions(key string, p *Preconditions, obj runtime.Obje
 // GuaranteedUpdate implements Interface.
 func (s *Etcd) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
 	preconditions *Preconditions, tryUpdate UpdateFunc) error {
-	resp, err := s.client.Get(ctx, key)
-	if err != nil {
-		return fmt.Errorf("storage: update %s: %w", key, err)
-	}
-	st, err := s.state(key, resp.Kvs)
-	if err != nil {
+	return s.guaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate, nil)
+}
+
+// guaranteedUpdate starts from hint (a possibly stale state, e.g. from the watch cache)
+// when given, which saves a read when it is current. Whatever fails on a state that is
+// not known to be current is retried on a fresh read before it is reported.
+func (s *Etcd) guaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
+	preconditions *Preconditions, tryUpdate UpdateFunc, hint *objState) error {
+	st, current := hint, false
+	refresh := func() error {
+		resp, err := s.client.Get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("storage: update %s: %w", key, err)
+		}
+		st, err = s.state(key, resp.Kvs)
+		current = true
 		return err
+	}
+	if st == nil {
+		if err := refresh(); err != nil {
+			return err
+		}
 	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("storage: update %s: %w", key, err)
 		}
-		if !st.exists && !ignoreNotFound {
-			return errNotFound(s.cfg.GroupResource, key)
-		}
-		if st.exists {
-			if err := s.checkPreconditions(key, preconditions, st.obj); err != nil {
+		ret, err := s.updateOnce(key, st, ignoreNotFound, preconditions, tryUpdate)
+		if err != nil || ret == nil {
+			if !current {
+				if err := refresh(); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
 				return err
 			}
-		}
-		ret, err := tryUpdate(st.obj, ResponseMeta{ResourceVersion: uint64(st.rev)})
-		if err != nil {
-			return err
-		}
-		m, err := meta.Accessor(ret)
-		if err != nil {
-			return fmt.Errorf("storage: %w", err)
-		}
-		// An update that names a resourceVersion must be based on the stored one.
-		if rv := m.GetResourceVersion(); rv != "" && st.exists && rv != strconv.FormatInt(st.rev, 10) {
-			return errConflict(s.cfg.GroupResource, key, OptimisticLockErrorMsg)
-		}
-		data, err := s.encode(ret)
-		if err != nil {
-			return err
-		}
-		if st.exists && bytes.Equal(data, st.data) {
 			// Nothing changed: no write, no new revision (as Kubernetes).
 			return s.decode(key, st.data, st.rev, destination)
 		}
+		data := ret
 		tresp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", st.rev)).
 			Then(clientv3.OpPut(key, string(data))).
@@ -235,10 +237,47 @@ func (s *Etcd) GuaranteedUpdate(ctx context.Context, key string, destination run
 			if err != nil {
 				return err
 			}
+			current = true
 			continue
 		}
 		return s.decode(key, data, tresp.Header.Revision, destination)
 	}
+}
+
+// updateOnce runs the checks and tryUpdate on st and returns the bytes to write, or nil
+// when nothing changed.
+func (s *Etcd) updateOnce(key string, st *objState, ignoreNotFound bool, preconditions *Preconditions,
+	tryUpdate UpdateFunc) ([]byte, error) {
+	if !st.exists && !ignoreNotFound {
+		return nil, errNotFound(s.cfg.GroupResource, key)
+	}
+	if st.exists {
+		if err := s.checkPreconditions(key, preconditions, st.obj); err != nil {
+			return nil, err
+		}
+	}
+	// st is not used again after tryUpdate (a retry always has a new state), so tryUpdate
+	// may have st.obj.
+	ret, err := tryUpdate(st.obj, ResponseMeta{ResourceVersion: uint64(st.rev)})
+	if err != nil {
+		return nil, err
+	}
+	m, err := meta.Accessor(ret)
+	if err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	// An update that names a resourceVersion must be based on the stored one.
+	if rv := m.GetResourceVersion(); rv != "" && st.exists && rv != strconv.FormatInt(st.rev, 10) {
+		return nil, errConflict(s.cfg.GroupResource, key, OptimisticLockErrorMsg)
+	}
+	data, err := s.encode(ret)
+	if err != nil {
+		return nil, err
+	}
+	if st.exists && bytes.Equal(data, st.data) {
+		return nil, nil
+	}
+	return data, nil
 }
 
 // Delete implements Interface.

@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,7 +85,7 @@ func TestCRUD(t *testing.T) {
 				e := newTestEtcd(t)
 				s, cfg = e, e.Config()
 			} else {
-				c := newTestCacher(t, CacherConfig{})
+				c := newTestCacher(t, CacherConfig{FreshnessTimeout: 300 * time.Millisecond})
 				s, cfg = c, c.cfg
 			}
 			testCRUD(t, s, cfg)
@@ -287,4 +289,71 @@ func TestConcurrentUpdates(t *testing.T) {
 	if got.Labels["n"] != "50" {
 		t.Fatalf("n = %s, want 50", got.Labels["n"])
 	}
+}
+
+// TestUpdateFromStaleHint is what the cacher's GuaranteedUpdate relies on: a state that
+// may be stale only saves a read, it never changes the outcome.
+func TestUpdateFromStaleHint(t *testing.T) {
+	s := newTestEtcd(t)
+	ctx := testCtx(t)
+	key := podKey(s.cfg, "ns", "a")
+	v1 := &corev1.Pod{}
+	if err := s.Create(ctx, key, pod("ns", "a", map[string]string{"n": "1"}), v1); err != nil {
+		t.Fatal(err)
+	}
+	staleHint := func() *objState {
+		resp, err := testClient.Get(ctx, key, clientv3.WithRev(mustInt(t, v1.ResourceVersion)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.state(key, resp.Kvs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	setLabel(t, s, key, "n", "2")
+	inc := func(in runtime.Object, _ ResponseMeta) (runtime.Object, error) {
+		p := in.(*corev1.Pod)
+		n, _ := strconv.Atoi(p.Labels["n"])
+		p.Labels["n"] = strconv.Itoa(n + 1)
+		return p, nil
+	}
+	out := &corev1.Pod{}
+	if err := s.guaranteedUpdate(ctx, key, out, false, nil, inc, staleHint()); err != nil {
+		t.Fatal(err)
+	}
+	if out.Labels["n"] != "3" {
+		t.Fatalf("n = %s, want 3 (based on the stored state, not the hint)", out.Labels["n"])
+	}
+	// A no-op on a stale hint returns the stored state, without writing.
+	before := modRev(t, key)
+	same := &corev1.Pod{}
+	noop := func(in runtime.Object, _ ResponseMeta) (runtime.Object, error) { return in, nil }
+	if err := s.guaranteedUpdate(ctx, key, same, false, nil, noop, staleHint()); err != nil {
+		t.Fatal(err)
+	}
+	if same.Labels["n"] != "3" || modRev(t, key) != before {
+		t.Fatalf("no-op on a stale hint: %v, rev %d -> %d", same.Labels, before, modRev(t, key))
+	}
+	// Naming the current resourceVersion is not a conflict just because the hint is old.
+	cur := out.ResourceVersion
+	named := func(in runtime.Object, _ ResponseMeta) (runtime.Object, error) {
+		p := in.(*corev1.Pod)
+		p.ResourceVersion = cur
+		p.Labels["named"] = "yes"
+		return p, nil
+	}
+	if err := s.guaranteedUpdate(ctx, key, &corev1.Pod{}, false, nil, named, staleHint()); err != nil {
+		t.Fatalf("update naming the current rv from a stale hint: %v", err)
+	}
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -335,5 +336,66 @@ func TestWatchStopsWithContext(t *testing.T) {
 			t.Fatal("watch did not end with its context")
 		}
 		w.Stop()
+	})
+}
+
+// TestWatchListUnderWrites starts a watch-list while pods are being created: every pod is
+// seen exactly once, initial events are at or below the bookmark's revision and later
+// events above it, in order.
+func TestWatchListUnderWrites(t *testing.T) {
+	impls(t, CacherConfig{}, nil, func(t *testing.T, s Interface, cfg ResourceConfig) {
+		ctx := testCtx(t)
+		const n = 200
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := 0; i < n; i++ {
+				name := fmt.Sprintf("p-%05d", i)
+				if err := s.Create(ctx, podKey(cfg, "ns", name), pod("ns", name, nil), nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+		yes := true
+		w, err := s.Watch(ctx, cfg.Prefix+"/", ListOptions{Recursive: true, SendInitialEvents: &yes,
+			ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+			Predicate:            SelectionPredicate{AllowWatchBookmarks: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		seen := map[string]bool{}
+		var bookmark, last uint64
+		for len(seen) < n {
+			ev := nextEvent(t, w)
+			switch ev.Type {
+			case watch.Bookmark:
+				if bookmark == 0 {
+					bookmark = rvOf(t, ev.Object)
+					last = bookmark
+				}
+				continue
+			case watch.Added:
+			default:
+				t.Fatalf("unexpected %s", ev.Type)
+			}
+			p := unwrap(ev.Object).(*corev1.Pod)
+			if seen[p.Name] {
+				t.Fatalf("%s seen twice", p.Name)
+			}
+			seen[p.Name] = true
+			rv := rvOf(t, p)
+			if bookmark != 0 {
+				if rv <= last {
+					t.Fatalf("event at %d after %d", rv, last)
+				}
+				last = rv
+			}
+		}
+		if bookmark == 0 {
+			t.Fatal("no initial-events-end bookmark")
+		}
+		<-done
 	})
 }

@@ -226,7 +226,9 @@ func TestValidatePluginSpec(t *testing.T) {
 		want       string
 	}{
 		{"valid", true, func(*wasmv1.WasmPluginSpec) {}, ""},
-		{"two sources", true, func(s *wasmv1.WasmPluginSpec) { s.Module.File = "/x.wasm" }, "spec.module:FieldValueInvalid"},
+		{"two sources", false, func(s *wasmv1.WasmPluginSpec) { s.Module.File = "/x.wasm" }, "spec.module:FieldValueInvalid"},
+		{"tenant file", true, func(s *wasmv1.WasmPluginSpec) { s.Module = wasmv1.ModuleSource{File: "/x.wasm"} }, "spec.module.file:FieldValueForbidden"},
+		{"cluster file", false, func(s *wasmv1.WasmPluginSpec) { s.Module = wasmv1.ModuleSource{File: "/x.wasm"} }, ""},
 		{"bad digest", true, func(s *wasmv1.WasmPluginSpec) { s.SHA256 = "abc" }, "spec.sha256:FieldValueInvalid"},
 		{"digest mismatch", true, func(s *wasmv1.WasmPluginSpec) { s.Module.Digest = "sha256:" + strings.Repeat("0", 64) }, "spec.module.digest:FieldValueInvalid"},
 		{"no hooks", true, func(s *wasmv1.WasmPluginSpec) { s.Hooks = nil }, "spec.hooks:FieldValueRequired"},

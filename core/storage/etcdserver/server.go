@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,10 +47,23 @@ type Server struct {
 	endpoints []string
 	log       *slog.Logger
 	closing   *atomic.Bool
+	closeOnce sync.Once
 }
 
-// Start launches an etcd member and returns once it serves clients.
+// Start launches an etcd member and returns once it serves clients; ctx bounds the start
+// only. Free ports picked for empty URLs can be taken by someone else before etcd binds
+// them: that case is retried with new ports.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
+	for attempt := 1; ; attempt++ {
+		s, err := start(ctx, cfg)
+		if err == nil || attempt == 3 || (cfg.ClientURL != "" && cfg.PeerURL != "") ||
+			!strings.Contains(err.Error(), "address already in use") {
+			return s, err
+		}
+	}
+}
+
+func start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("etcdserver: DataDir is required")
 	}
@@ -124,12 +139,15 @@ func (s *Server) Endpoints() []string { return append([]string(nil), s.endpoints
 // Err reports a fatal error of the running member.
 func (s *Server) Err() <-chan error { return s.etcd.Err() }
 
-// Close stops the member gracefully; acknowledged writes are on disk.
+// Close stops the member gracefully; acknowledged writes are on disk. Later calls do
+// nothing.
 func (s *Server) Close() {
-	// Shutting down makes etcd's listeners report errors that are expected: silence them.
-	s.closing.Store(true)
-	s.etcd.Close()
-	s.log.Info("embedded etcd stopped")
+	s.closeOnce.Do(func() {
+		// Shutting down makes etcd's listeners report errors that are expected: silence them.
+		s.closing.Store(true)
+		s.etcd.Close()
+		s.log.Info("embedded etcd stopped")
+	})
 }
 
 // urlOrFree parses u, or picks a free loopback port when u is empty.
