@@ -144,7 +144,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	factory := func(res *registry.Resource, prefix string) (storage.Interface, error) {
 		etcdStore := storage.NewEtcd(client, storage.ResourceConfig{
 			GroupResource: res.GroupResource(), Prefix: prefix, NewFunc: res.NewFunc, NewListFunc: res.NewListFunc,
-			Codec: codec, GetAttrs: attrsOf(res),
+			Codec: codec, GetAttrs: registry.StorageAttrs(res),
 		}, storage.WithLogger(log))
 		c := storage.NewCacher(etcdStore, storage.CacherConfig{Logger: log})
 		cachers = append(cachers, c)
@@ -243,13 +243,6 @@ func (i *Instance) runClosers() {
 	for j := len(closers) - 1; j >= 0; j-- {
 		closers[j]()
 	}
-}
-
-func attrsOf(res *registry.Resource) storage.AttrFunc {
-	if res.GetAttrs != nil {
-		return res.GetAttrs
-	}
-	return nil
 }
 
 // writeKubeconfig writes an admin kubeconfig for url with mode 0600.

@@ -32,6 +32,18 @@ func createSeedConfig(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Like a webhook configuration, a new InitializerConfiguration takes effect once the
+	// server's cache has it: wait until a dry-run create shows the pending initializer.
+	err = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := e.cs.CoreV1().Pods("default").Create(ctx, pod("probe", nil, "x:1"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err
+		}
+		return p.Annotations[initializers.PendingAnnotation] != "", nil
+	})
+	if err != nil {
+		t.Fatalf("the InitializerConfiguration never took effect: %v", err)
+	}
 }
 
 func TestWasmInitializer(t *testing.T) {

@@ -52,10 +52,24 @@ func PendingInitializers(obj runtime.Object) []string {
 	return strings.Split(v, ",")
 }
 
-// hideUninitialized narrows a predicate to initialized objects.
-func hideUninitialized(attrs func(runtime.Object) (labels.Set, fields.Set, error), sel fields.Selector) (func(runtime.Object) (labels.Set, fields.Set, error), fields.Selector) {
-	wrapped := func(obj runtime.Object) (labels.Set, fields.Set, error) {
-		l, f, err := attrs(obj)
+// hideUninitialized narrows a field selector to initialized objects.
+func hideUninitialized(sel fields.Selector) fields.Selector {
+	req := fields.OneTermEqualSelector(initializedField, "true")
+	if sel == nil || sel.Empty() {
+		return req
+	}
+	return fields.AndSelectors(sel, req)
+}
+
+// StorageAttrs returns the selector attributes storage should compute once per object
+// version for r: the resource's own fields plus the synthetic metadata.initialized.
+func StorageAttrs(r *Resource) func(runtime.Object) (labels.Set, fields.Set, error) {
+	base := r.GetAttrs
+	if base == nil {
+		base = func(obj runtime.Object) (labels.Set, fields.Set, error) { return DefaultAttrs(obj, r.Namespaced) }
+	}
+	return func(obj runtime.Object) (labels.Set, fields.Set, error) {
+		l, f, err := base(obj)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -69,11 +83,6 @@ func hideUninitialized(attrs func(runtime.Object) (labels.Set, fields.Set, error
 		}
 		return l, out, nil
 	}
-	req := fields.OneTermEqualSelector(initializedField, "true")
-	if sel == nil || sel.Empty() {
-		return wrapped, req
-	}
-	return wrapped, fields.AndSelectors(sel, req)
 }
 
 func (s *Store) setPending(ctx context.Context, obj runtime.Object) []string {

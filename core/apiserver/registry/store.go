@@ -233,7 +233,9 @@ func (s *Store) Get(ctx context.Context, namespace, name string, opts *metav1.Ge
 // Predicate converts list options to a storage predicate, refusing unsupported field
 // selectors the way Kubernetes does.
 func (s *Store) Predicate(opts *metav1.ListOptions) (storage.SelectionPredicate, error) {
-	p := storage.SelectionPredicate{Label: labels.Everything(), Field: fields.Everything(), GetAttrs: s.getAttrs}
+	// GetAttrs stays nil: storage computes each object's fields once (StorageAttrs)
+	// instead of once per watcher and event.
+	p := storage.SelectionPredicate{Label: labels.Everything(), Field: fields.Everything()}
 	if opts == nil {
 		return p, nil
 	}
@@ -265,13 +267,6 @@ func (s *Store) Predicate(opts *metav1.ListOptions) (storage.SelectionPredicate,
 	return p, nil
 }
 
-func (s *Store) getAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
-	if s.Resource.GetAttrs != nil {
-		return s.Resource.GetAttrs(obj)
-	}
-	return DefaultAttrs(obj, s.Resource.Namespaced)
-}
-
 // DefaultAttrs returns an object's labels and its metadata.name/namespace fields.
 func DefaultAttrs(obj runtime.Object, namespaced bool) (labels.Set, fields.Set, error) {
 	accessor, err := meta.Accessor(obj)
@@ -292,7 +287,7 @@ func (s *Store) List(ctx context.Context, namespace string, opts *metav1.ListOpt
 		return nil, err
 	}
 	if !includeUninitialized(ctx) {
-		p.GetAttrs, p.Field = hideUninitialized(p.GetAttrs, p.Field)
+		p.Field = hideUninitialized(p.Field)
 	}
 	lo := storage.ListOptions{Predicate: p, Recursive: true}
 	if opts != nil {
@@ -313,7 +308,7 @@ func (s *Store) Watch(ctx context.Context, namespace string, opts *metav1.ListOp
 		return nil, err
 	}
 	if !includeUninitialized(ctx) {
-		p.GetAttrs, p.Field = hideUninitialized(p.GetAttrs, p.Field)
+		p.Field = hideUninitialized(p.Field)
 	}
 	lo := storage.ListOptions{Predicate: p, Recursive: true}
 	if opts != nil {
