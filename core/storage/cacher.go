@@ -134,18 +134,26 @@ type Cacher struct {
 // keptSnapshot is the state at one revision. Paged lists flatten the listed range once
 // per snapshot, so that each page is a binary search and remainingItemCount a subtraction.
 type keptSnapshot struct {
-	rev  uint64
-	tree *btree.BTree[*cacheItem]
+	rev    uint64
+	tree   *btree.BTree[*cacheItem]
+	ranges *flatRanges // shared by the snapshots of one tree
+}
 
-	mu     sync.Mutex
-	ranges map[string][]*cacheItem
+// flatRanges are the flattened ranges of one tree, by prefix.
+type flatRanges struct {
+	mu sync.Mutex
+	m  map[string][]*cacheItem
+}
+
+func newKeptSnapshot(rev uint64, tree *btree.BTree[*cacheItem]) *keptSnapshot {
+	return &keptSnapshot{rev: rev, tree: tree, ranges: &flatRanges{m: map[string][]*cacheItem{}}}
 }
 
 // sortedRange returns the items under prefix in key order, built on first use.
 func (k *keptSnapshot) sortedRange(mode *watchMode) []*cacheItem {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if r, ok := k.ranges[mode.keyPrefix]; ok {
+	k.ranges.mu.Lock()
+	defer k.ranges.mu.Unlock()
+	if r, ok := k.ranges.m[mode.keyPrefix]; ok {
 		return r
 	}
 	var r []*cacheItem
@@ -153,10 +161,7 @@ func (k *keptSnapshot) sortedRange(mode *watchMode) []*cacheItem {
 		r = append(r, it)
 		return true
 	})
-	if k.ranges == nil {
-		k.ranges = map[string][]*cacheItem{}
-	}
-	k.ranges[mode.keyPrefix] = r
+	k.ranges.m[mode.keyPrefix] = r
 	return r
 }
 
@@ -571,11 +576,11 @@ func (c *Cacher) snapshot() *keptSnapshot {
 func (c *Cacher) snapshotLocked() *keptSnapshot {
 	switch {
 	case c.snap == nil || c.snapGen != c.gen:
-		c.snap, c.snapGen = &keptSnapshot{rev: c.rev, tree: c.tree.Clone()}, c.gen
+		c.snap, c.snapGen = newKeptSnapshot(c.rev, c.tree.Clone()), c.gen
 		c.keepLocked(c.snap)
 	case c.snap.rev != c.rev:
 		// Progress without changes: the same state, now known to be current at rev.
-		c.snap = &keptSnapshot{rev: c.rev, tree: c.snap.tree}
+		c.snap = &keptSnapshot{rev: c.rev, tree: c.snap.tree, ranges: c.snap.ranges}
 		c.keepLocked(c.snap)
 	}
 	return c.snap
