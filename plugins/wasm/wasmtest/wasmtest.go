@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/wasmplane/wasmplane/plugins/wasm/toolkit/toolchain"
 )
 
 // builds caches outputs by key for the life of the test binary.
@@ -191,9 +193,11 @@ func goOutput(tmp, pkg string) string {
 
 func buildGo(root, tmp, pkg string) ([]byte, error) {
 	out := goOutput(tmp, pkg)
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags=-s -w", "-trimpath", "-o", out, "./"+pkg)
+	// The same command line as `wasmplane plugin build`.
+	args := toolchain.GoArgs(out, "./"+pkg)
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), toolchain.GoEnv()...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
@@ -225,7 +229,7 @@ func WATSource(tb testing.TB, src string) []byte {
 		if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
 			return nil, err
 		}
-		if b, err := exec.Command(tool, in, "-o", out).CombinedOutput(); err != nil {
+		if b, err := exec.Command(tool, toolchain.WATArgs(out, in)[1:]...).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("wat2wasm: %v\n%s", err, b)
 		}
 		return os.ReadFile(out)

@@ -1,0 +1,86 @@
+// Package toolchain holds the compiler command lines that turn plugin sources into
+// wasmplane modules, one function per language. It is the single source of these flags
+// for `wasmplane plugin build` (plugins/wasm/toolkit) and the test suite
+// (plugins/wasm/wasmtest), and imports only the standard library so that test helpers
+// of the host itself can use it without an import cycle.
+package toolchain
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// GoEnv is the environment of a standard-Go plugin build: a wasip1 module without cgo.
+func GoEnv() []string { return []string{"GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"} }
+
+// GoArgs builds the Go main package pkg as a reactor (-buildmode=c-shared, so the module
+// exports _initialize and never runs main), stripped and reproducible.
+func GoArgs(out, pkg string) []string {
+	return []string{"go", "build", "-buildmode=c-shared", "-ldflags=-s -w", "-trimpath", "-o", out, pkg}
+}
+
+// CArgs compiles C sources with the C SDK (sdkDir holds wasmplane.h and wasmplane.c) into
+// a WASI reactor, warnings as errors.
+func CArgs(out, sdkDir string, sources ...string) []string {
+	args := []string{"clang", "--target=wasm32-wasi", "-mexec-model=reactor", "-O2", "-Wall", "-Werror", "-Wl,--strip-all", "-I", sdkDir}
+	args = append(args, sources...)
+	return append(args, filepath.Join(sdkDir, "wasmplane.c"), "-o", out)
+}
+
+// ASArgs compiles an AssemblyScript entry file with asc (the one sdk/assemblyscript
+// pins); abort names the SDK's abort as asc sees it from its working directory.
+func ASArgs(asc, out, entry, abort string) []string {
+	return []string{"node", asc, entry, "-o", out, "-O3", "--noAssert", "--use", "abort=" + abort}
+}
+
+// The AssemblyScript SDK's files, relative to the repository root: the asc that
+// sdk/assemblyscript pins (npm ci there) and the module whose abort plugins use.
+const (
+	ASCompiler = "sdk/assemblyscript/node_modules/assemblyscript/bin/asc.js"
+	ASAbort    = "sdk/assemblyscript/assembly/abi/abort"
+)
+
+// RustArgs are the two rustc invocations that do what `cargo build --release` does with a
+// scaffolded Cargo.toml, without cargo: the SDK crate as an rlib into work, then the
+// plugin as a cdylib linked against it.
+func RustArgs(rustc, target, out, work, sdkLib, crateName, crateLib string) [][]string {
+	opt := []string{"--edition", "2021", "--target", target, "-C", "opt-level=s", "-C", "panic=abort"}
+	sdk := append([]string{rustc, "--crate-type", "rlib", "--crate-name", "wasmplane", "--out-dir", work}, opt...)
+	plugin := append([]string{rustc, "--crate-type", "cdylib", "--crate-name", crateName,
+		"-C", "lto", "-C", "strip=symbols", "-L", work, "--extern", "wasmplane=" + filepath.Join(work, "libwasmplane.rlib"), "-o", out}, opt...)
+	return [][]string{append(sdk, sdkLib), append(plugin, crateLib)}
+}
+
+// WATArgs assembles hand-written WebAssembly text with wabt.
+func WATArgs(out, src string) []string { return []string{"wat2wasm", src, "-o", out} }
+
+// Rust returns a rustc that has a WASI standard library and the target name it
+// uses. Debian's /usr/bin/rustc (libstd-rust-dev-wasm32) is tried after $RUSTC and before
+// the one on PATH, which on a rustup machine lacks the target and cannot download it.
+// examples/plugins/langs/rust_test.go searches the same way.
+func Rust() (rustc, target string, err error) {
+	var cands []string
+	if r := os.Getenv("RUSTC"); r != "" {
+		cands = append(cands, r)
+	}
+	cands = append(cands, "/usr/bin/rustc")
+	if p, err := exec.LookPath("rustc"); err == nil {
+		cands = append(cands, p)
+	}
+	for _, c := range cands {
+		out, err := exec.Command(c, "--print", "sysroot").Output()
+		if err != nil {
+			continue
+		}
+		sysroot := strings.TrimSpace(string(out))
+		for _, tgt := range []string{"wasm32-wasip1", "wasm32-wasi"} {
+			if _, err := os.Stat(filepath.Join(sysroot, "lib", "rustlib", tgt, "lib")); err == nil {
+				return c, tgt, nil
+			}
+		}
+	}
+	return "", "", errors.New("no rustc with the wasm32-wasi standard library (install libstd-rust-dev-wasm32)")
+}
