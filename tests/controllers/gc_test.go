@@ -1,0 +1,73 @@
+package controllers
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestCascadingDeletion(t *testing.T) {
+	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan} {
+		t.Run(string(policy), func(t *testing.T) {
+			e := newEnv(t)
+			fakeKubelet(t, e)
+			ctx := testCtx(t)
+			_, err := e.client.AppsV1().Deployments(e.ns).Create(ctx, newDeployment("gc", 5, "img:1"), metav1.CreateOptions{})
+			must(t, err)
+			d := waitComplete(t, e, "gc", 60*time.Second)
+			// A ConfigMap owned by the Deployment: the collector is generic, not apps-only.
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "gc-cfg", OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID}}}}
+			_, err = e.client.CoreV1().ConfigMaps(e.ns).Create(ctx, cm, metav1.CreateOptions{})
+			must(t, err)
+			must(t, e.client.AppsV1().Deployments(e.ns).Delete(ctx, "gc", metav1.DeleteOptions{PropagationPolicy: &policy}))
+			if policy == metav1.DeletePropagationForeground {
+				// The owner stays, marked, until its blocking dependents are gone.
+				cur, err := e.client.AppsV1().Deployments(e.ns).Get(ctx, "gc", metav1.GetOptions{})
+				if err == nil && (cur.DeletionTimestamp == nil || !slices.Contains(cur.Finalizers, metav1.FinalizerDeleteDependents)) {
+					t.Fatalf("foreground owner not marked: %v %v", cur.DeletionTimestamp, cur.Finalizers)
+				}
+			}
+			poll(t, 30*time.Second, "deployment gone", func(ctx context.Context) (bool, error) {
+				_, err := e.client.AppsV1().Deployments(e.ns).Get(ctx, "gc", metav1.GetOptions{})
+				return apierrors.IsNotFound(err), nil
+			})
+			if policy == metav1.DeletePropagationOrphan {
+				poll(t, 30*time.Second, "dependents orphaned", func(ctx context.Context) (bool, error) {
+					rss, err := e.client.AppsV1().ReplicaSets(e.ns).List(ctx, metav1.ListOptions{})
+					if err != nil || len(rss.Items) != 1 {
+						return false, err
+					}
+					c, err := e.client.CoreV1().ConfigMaps(e.ns).Get(ctx, "gc-cfg", metav1.GetOptions{})
+					if err != nil {
+						return false, err
+					}
+					return len(rss.Items[0].OwnerReferences) == 0 && len(c.OwnerReferences) == 0, nil
+				})
+				// The pods stay with their (now orphaned) ReplicaSet.
+				poll(t, 10*time.Second, "pods kept", func(ctx context.Context) (bool, error) {
+					n, err := countPods(ctx, e, "app=gc")
+					return n == 5, err
+				})
+				return
+			}
+			poll(t, 30*time.Second, "dependents deleted", func(ctx context.Context) (bool, error) {
+				rss, err := e.client.AppsV1().ReplicaSets(e.ns).List(ctx, metav1.ListOptions{})
+				if err != nil || len(rss.Items) != 0 {
+					return false, err
+				}
+				n, err := countPods(ctx, e, "app=gc")
+				if err != nil || n != 0 {
+					return false, err
+				}
+				_, err = e.client.CoreV1().ConfigMaps(e.ns).Get(ctx, "gc-cfg", metav1.GetOptions{})
+				return apierrors.IsNotFound(err), nil
+			})
+		})
+	}
+}
