@@ -138,6 +138,18 @@ func testDeploymentStatusAndScale(t *testing.T, cs kubernetes.Interface, ns stri
 	if _, err := deps.UpdateScale(ctx, "d", scale, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
 		t.Fatalf("stale update scale: got %v, want Conflict", err)
 	}
+	// kubectl scale patches the subresource.
+	for _, pt := range []types.PatchType{types.MergePatchType, types.StrategicMergePatchType} {
+		if _, err := deps.Patch(ctx, "d", pt, []byte(`{"spec":{"replicas":4}}`), metav1.PatchOptions{}, "scale"); err != nil {
+			t.Fatalf("%s patch of scale: %v", pt, err)
+		}
+	}
+	if _, err := deps.Patch(ctx, "d", types.JSONPatchType, []byte(`[{"op":"replace","path":"/spec/replicas","value":6}]`), metav1.PatchOptions{}, "scale"); err != nil {
+		t.Fatalf("json patch of scale: %v", err)
+	}
+	if d, err = deps.Get(ctx, "d", metav1.GetOptions{}); err != nil || *d.Spec.Replicas != 6 {
+		t.Fatalf("after patching scale: %v replicas %v, want 6", err, d.Spec.Replicas)
+	}
 }
 
 func testReplicaSetStatusAndScale(t *testing.T, cs kubernetes.Interface, ns string) {

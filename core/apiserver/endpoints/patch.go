@@ -103,3 +103,23 @@ func applyPatch(pt types.PatchType, original, patch []byte, dataStruct runtime.O
 		return out, nil
 	}
 }
+
+// PatchBody reads a PATCH request's type and body, refusing types other than JSON, merge
+// and strategic merge patches (for subresources that patch a derived object).
+func (s *Scope) PatchBody(req *http.Request) (types.PatchType, []byte, error) {
+	mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	pt := types.PatchType(mt)
+	switch pt {
+	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
+	default:
+		return "", nil, unsupportedMediaType(req.Header.Get("Content-Type"), []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType)})
+	}
+	body, err := s.readBody(req)
+	return pt, body, err
+}
+
+// ApplyPatch applies a patch of type pt to the JSON of an object; dataStruct is an empty
+// object of the patched type (for strategic merge patch keys).
+func ApplyPatch(pt types.PatchType, original, patch []byte, dataStruct runtime.Object) ([]byte, error) {
+	return applyPatch(pt, original, patch, dataStruct)
+}

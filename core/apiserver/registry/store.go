@@ -133,7 +133,8 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 	if err := s.checkNamespace(namespace, accessor); err != nil {
 		return nil, err
 	}
-	if accessor.GetName() == "" && accessor.GetGenerateName() != "" {
+	generated := accessor.GetName() == "" && accessor.GetGenerateName() != ""
+	if generated {
 		accessor.SetName(generateName(accessor.GetGenerateName()))
 	}
 	// Server-owned metadata is reset whatever the client sent.
@@ -183,7 +184,13 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 		return obj, nil
 	}
 	out := s.Resource.NewFunc()
-	if err := s.Storage.Create(ctx, s.Key(namespace, accessor.GetName()), obj, out); err != nil {
+	err = s.Storage.Create(ctx, s.Key(namespace, accessor.GetName()), obj, out)
+	// A generated name that is already taken is drawn again, as Kubernetes does.
+	for try := 0; apierrors.IsAlreadyExists(err) && generated && try < 8; try++ {
+		accessor.SetName(generateName(accessor.GetGenerateName()))
+		err = s.Storage.Create(ctx, s.Key(namespace, accessor.GetName()), obj, out)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if len(pending) > 0 {

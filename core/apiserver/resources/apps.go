@@ -2,6 +2,8 @@ package resources
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -175,37 +177,73 @@ func scaleSubresource(s *endpoints.Scope, sc scalable) endpoints.Subresource {
 			return sc.toScale(obj)
 		})
 	}
-	put := func(w http.ResponseWriter, req *http.Request, r endpoints.Request) {
-		s.Custom(w, req, http.StatusOK, func(ctx context.Context, body func(runtime.Object) error) (runtime.Object, error) {
-			scale := &autoscalingv1.Scale{}
-			if err := body(scale); err != nil {
+	// update applies next (the requested Scale computed from the current one) to the workload.
+	update := func(ctx context.Context, req *http.Request, r endpoints.Request, next func(current *autoscalingv1.Scale) (*autoscalingv1.Scale, error)) (runtime.Object, error) {
+		out, _, err := s.Store.Update(ctx, r.Namespace, r.Name, func(_ context.Context, existing runtime.Object) (runtime.Object, error) {
+			if existing == nil {
+				return nil, apierrors.NewNotFound(s.Store.Resource.GroupResource(), r.Name)
+			}
+			current, err := sc.toScale(existing)
+			if err != nil {
+				return nil, err
+			}
+			scale, err := next(current)
+			if err != nil {
 				return nil, err
 			}
 			if scale.Spec.Replicas < 0 {
 				return nil, apierrors.NewInvalid(autoscalingv1.SchemeGroupVersion.WithKind("Scale").GroupKind(), r.Name,
 					field.ErrorList{field.Invalid(field.NewPath("spec", "replicas"), scale.Spec.Replicas, "must be greater than or equal to 0")})
 			}
-			out, _, err := s.Store.Update(ctx, r.Namespace, r.Name, func(_ context.Context, existing runtime.Object) (runtime.Object, error) {
-				if existing == nil {
-					return nil, apierrors.NewNotFound(s.Store.Resource.GroupResource(), r.Name)
+			obj := existing.DeepCopyObject()
+			if scale.ResourceVersion != "" {
+				if err := setRV(obj, scale.ResourceVersion); err != nil {
+					return nil, err
 				}
-				obj := existing.DeepCopyObject()
-				if scale.ResourceVersion != "" {
-					if err := setRV(obj, scale.ResourceVersion); err != nil {
-						return nil, err
-					}
-				}
-				sc.setReplicas(obj, scale.Spec.Replicas)
-				return obj, nil
-			}, registry.UpdateOptions{WriteOptions: s.WriteOptionsFor(req, r), AllowUnconditional: true})
+			}
+			sc.setReplicas(obj, scale.Spec.Replicas)
+			return obj, nil
+		}, registry.UpdateOptions{WriteOptions: s.WriteOptionsFor(req, r), AllowUnconditional: true})
+		if err != nil {
+			return nil, err
+		}
+		return sc.toScale(out)
+	}
+	put := func(w http.ResponseWriter, req *http.Request, r endpoints.Request) {
+		s.Custom(w, req, http.StatusOK, func(ctx context.Context, body func(runtime.Object) error) (runtime.Object, error) {
+			scale := &autoscalingv1.Scale{}
+			if err := body(scale); err != nil {
+				return nil, err
+			}
+			return update(ctx, req, r, func(*autoscalingv1.Scale) (*autoscalingv1.Scale, error) { return scale, nil })
+		})
+	}
+	patch := func(w http.ResponseWriter, req *http.Request, r endpoints.Request) {
+		s.Custom(w, req, http.StatusOK, func(ctx context.Context, _ func(runtime.Object) error) (runtime.Object, error) {
+			pt, body, err := s.PatchBody(req)
 			if err != nil {
 				return nil, err
 			}
-			return sc.toScale(out)
+			return update(ctx, req, r, func(current *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
+				current.APIVersion, current.Kind = autoscalingv1.SchemeGroupVersion.String(), "Scale"
+				orig, err := json.Marshal(current)
+				if err != nil {
+					return nil, apierrors.NewInternalError(err)
+				}
+				patched, err := endpoints.ApplyPatch(pt, orig, body, &autoscalingv1.Scale{})
+				if err != nil {
+					return nil, err
+				}
+				out := &autoscalingv1.Scale{}
+				if err := json.Unmarshal(patched, out); err != nil {
+					return nil, apierrors.NewBadRequest(fmt.Sprintf("the patched Scale does not decode: %v", err))
+				}
+				return out, nil
+			})
 		})
 	}
 	return endpoints.Subresource{Name: "scale", Kind: autoscalingv1.SchemeGroupVersion.WithKind("Scale"),
-		Handlers: map[string]endpoints.HandlerFunc{http.MethodGet: get, http.MethodPut: put}}
+		Handlers: map[string]endpoints.HandlerFunc{http.MethodGet: get, http.MethodPut: put, http.MethodPatch: patch}}
 }
 
 func setRV(obj runtime.Object, rv string) error {
