@@ -14,6 +14,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "kubectl" {
+		os.Exit(runKubectl(os.Args[2:]))
+	}
 	if err := newRoot().Execute(); err != nil {
 		os.Exit(1)
 	}
@@ -26,8 +29,9 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(newUp(), newVersion())
+	root.AddCommand(newUp(), newVersion(), newKubectl())
 	root.AddCommand(newPlugin())
+	root.AddCommand(newControllerManager())
 	return root
 }
 

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/wasmplane/wasmplane/core/server"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// newControllerManager is `wasmplane controller-manager`: the controllers alone, against any
+// API server, with leader election so that several copies can run and one acts.
+func newControllerManager() *cobra.Command {
+	var kubeconfig, logLevel string
+	var opts server.ControllerManagerOptions
+	cmd := &cobra.Command{
+		Use:   "controller-manager",
+		Short: "Run the Deployment, ReplicaSet, garbage-collector and namespace controllers (leader-elected)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return fmt.Errorf("loading kubeconfig: %w", err)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return server.RunControllerManager(ctx, cfg, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the API server")
+	f.StringVar(&opts.Identity, "identity", "", "leader election identity (default hostname_pid)")
+	f.StringVar(&opts.LeaseNamespace, "leader-elect-resource-namespace", "kube-system", "namespace of the leader election Lease")
+	f.StringVar(&opts.LeaseName, "leader-elect-resource-name", "wasmplane-controller-manager", "name of the leader election Lease")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
