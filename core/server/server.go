@@ -44,6 +44,10 @@ type Config struct {
 	Port int
 	// CompactionInterval is how often etcd is compacted (default 5 min).
 	CompactionInterval time.Duration
+	// DisableControllers leaves the controllers to a separate controller-manager.
+	DisableControllers bool
+	// DisableScheduler leaves scheduling to a separate scheduler.
+	DisableScheduler bool
 	// InitializerTimeout fails objects whose initializer does not act in time (default 30 s).
 	InitializerTimeout time.Duration
 	// Logger receives structured logs; nil = slog.Default().
@@ -222,7 +226,11 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	inst.mu.Lock()
 	inst.closers = append(inst.closers, func() { <-pluginsDone })
 	inst.mu.Unlock()
-	stopControllers, err := startControllers(ctx, inst.RESTConfig(), log)
+	ctrlCtx := ctx
+	if cfg.DisableControllers {
+		ctrlCtx = WithoutControllers(ctx)
+	}
+	stopControllers, err := startControllers(ctrlCtx, inst.RESTConfig(), log)
 	if err != nil {
 		cancel()
 		<-inst.done
