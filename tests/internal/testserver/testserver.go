@@ -47,7 +47,10 @@ func StartAt(t testing.TB, dataDir string, port int) *Server {
 	var inst *server.Instance
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
-		inst, err = server.Start(context.Background(), server.Config{DataDir: dataDir, Port: port, Logger: Logger()})
+		// API-level tests run without controllers and scheduler, so that nothing but the
+		// test writes objects (a controller updating a Deployment would race a test's update).
+		inst, err = server.Start(context.Background(), server.Config{DataDir: dataDir, Port: port, Logger: Logger(),
+			DisableControllers: true, DisableScheduler: true})
 		if err != nil {
 			t.Logf("starting wasmplane (will retry): %v", err)
 			return false, nil
