@@ -32,6 +32,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newUp(), newVersion(), newKubectl())
 	root.AddCommand(newPlugin())
 	root.AddCommand(newControllerManager())
+	root.AddCommand(newScheduler())
 	return root
 }
 
@@ -71,6 +72,8 @@ func newUp() *cobra.Command {
 	f.StringVar(&cfg.BindAddress, "bind-address", "127.0.0.1", "API server listen address")
 	f.IntVar(&cfg.Port, "port", 6443, "API server port (0 picks a free port)")
 	f.DurationVar(&cfg.CompactionInterval, "etcd-compaction-interval", 0, "how often to compact etcd (default 5m)")
+	f.BoolVar(&cfg.DisableControllers, "disable-controllers", false, "do not run the controllers (run `wasmplane controller-manager` instead)")
+	f.BoolVar(&cfg.DisableScheduler, "disable-scheduler", false, "do not run the scheduler (run `wasmplane scheduler` instead)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

@@ -239,6 +239,17 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	inst.mu.Lock()
 	inst.closers = append(inst.closers, stopControllers)
 	inst.mu.Unlock()
+	if !cfg.DisableScheduler {
+		stopScheduler, err := startSchedulerWithMetrics(ctx, inst.RESTConfig(), log, metrics)
+		if err != nil {
+			cancel()
+			<-inst.done
+			return nil, err
+		}
+		inst.mu.Lock()
+		inst.closers = append(inst.closers, stopScheduler)
+		inst.mu.Unlock()
+	}
 	log.Info("wasmplane API server ready", "url", inst.url, "kubeconfig", inst.kubeconfig, "etcd", endpoints)
 	return inst, nil
 }

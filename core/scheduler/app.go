@@ -1,0 +1,180 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// ErrLeaderElectionLost ends a standalone scheduler that lost its Lease (as
+// kube-scheduler, it exits rather than risk two active schedulers).
+var ErrLeaderElectionLost = errors.New("leader election lost")
+
+// StandaloneOptions configure RunStandalone.
+type StandaloneOptions struct {
+	// Configuration (nil = default).
+	Configuration *Configuration
+	// Logger (nil = slog.Default()).
+	Logger *slog.Logger
+	// MetricsAddress serves /metrics and /healthz over HTTP ("" = off).
+	MetricsAddress string
+	// Identity is the leader-election identity (default hostname_pid).
+	Identity string
+	// OnListening, if set, receives the metrics listener address.
+	OnListening func(addr string)
+}
+
+// RunStandalone runs the scheduler as its own process would: its own client, informers,
+// metrics registry and HTTP endpoint, and (unless disabled in the configuration) leader
+// election on a Lease so that only one replica schedules. It returns when ctx ends, or
+// ErrLeaderElectionLost.
+func RunStandalone(ctx context.Context, restCfg *rest.Config, opts StandaloneOptions) error {
+	cfg := opts.Configuration
+	if cfg == nil {
+		cfg = DefaultConfiguration()
+	}
+	cfg.SetDefaults()
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if opts.Identity == "" {
+		host, _ := os.Hostname()
+		opts.Identity = fmt.Sprintf("%s_%d", host, os.Getpid())
+	}
+	restCfg = rest.CopyConfig(restCfg)
+	restCfg.UserAgent = "wasmplane-scheduler/" + opts.Identity
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("scheduler client: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	if opts.MetricsAddress != "" {
+		ln, err := net.Listen("tcp", opts.MetricsAddress)
+		if err != nil {
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+		if opts.OnListening != nil {
+			opts.OnListening(ln.Addr().String())
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		wg.Add(2)
+		go func() { defer wg.Done(); _ = srv.Serve(ln) }()
+		go func() {
+			defer wg.Done()
+			<-ctx.Done()
+			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer scancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+
+	run := func(ctx context.Context) error {
+		factory := informers.NewSharedInformerFactory(client, 0)
+		defer factory.Shutdown()
+		s, err := New(client, factory, Config{Configuration: cfg, Registerer: reg, Logger: log})
+		if err != nil {
+			return err
+		}
+		return s.Run(ctx)
+	}
+	le := cfg.LeaderElection
+	if le.LeaderElect != nil && !*le.LeaderElect {
+		return run(ctx)
+	}
+	_, err = client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: le.ResourceNamespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s for the Lease: %w", le.ResourceNamespace, err)
+	}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		leading sync.WaitGroup
+		runErr  error
+		led     bool
+	)
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: le.ResourceNamespace, Name: le.ResourceName},
+			Client:     client.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
+		},
+		LeaseDuration:   le.LeaseDuration.Duration,
+		RenewDeadline:   le.RenewDeadline.Duration,
+		RetryPeriod:     le.RetryPeriod.Duration,
+		ReleaseOnCancel: true,
+		Name:            le.ResourceName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				// The elector starts this in its own goroutine; register it unless Run
+				// already returned, so no scheduler outlives RunStandalone.
+				mu.Lock()
+				if stopped {
+					mu.Unlock()
+					return
+				}
+				leading.Add(1)
+				led = true
+				mu.Unlock()
+				defer leading.Done()
+				log.Info("became leader, starting scheduler", "identity", opts.Identity)
+				if err := run(lctx); err != nil {
+					mu.Lock()
+					runErr = err
+					mu.Unlock()
+				}
+			},
+			OnStoppedLeading: func() { log.Info("stopped leading", "identity", opts.Identity) },
+			OnNewLeader: func(id string) {
+				if id != opts.Identity {
+					log.Info("following leader", "leader", id)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	elector.Run(ctx)
+	mu.Lock()
+	stopped = true
+	mu.Unlock()
+	leading.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if runErr != nil {
+		return runErr
+	}
+	if ctx.Err() == nil && led {
+		return ErrLeaderElectionLost
+	}
+	return nil
+}

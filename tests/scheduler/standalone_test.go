@@ -1,0 +1,112 @@
+package scheduler_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wasmplane/wasmplane/core/scheduler"
+	"github.com/wasmplane/wasmplane/core/server"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// TestPreemption: a high-priority pod that fits nowhere evicts the lower-priority pod and
+// is bound to the freed node (nominatedNodeName on the way).
+func TestPreemption(t *testing.T) {
+	e := startEnv(t, nil)
+	e.createNode(t, nodeSpec{name: "only", cpu: "2", mem: "4Gi"})
+	const ns = "preempt"
+	e.createNamespace(t, ns)
+	low, high := int32(1), int32(1000)
+	victim := basePod(ns, "victim")
+	victim.Spec.Priority = &low
+	victim.Spec.Containers[0].Resources = requests("1500m", "1Gi")
+	// No kubelet runs here to finish a graceful deletion: let the eviction be immediate.
+	zero := int64(0)
+	victim.Spec.TerminationGracePeriodSeconds = &zero
+	e.createPod(t, victim)
+	e.waitBound(t, ns, "victim", 20*time.Second)
+
+	pre := basePod(ns, "preemptor")
+	pre.Spec.Priority = &high
+	pre.Spec.Containers[0].Resources = requests("1500m", "1Gi")
+	e.createPod(t, pre)
+	got := e.waitBound(t, ns, "preemptor", 30*time.Second)
+	if got.Spec.NodeName != "only" {
+		t.Fatalf("preemptor on %q", got.Spec.NodeName)
+	}
+	if _, err := e.client.CoreV1().Pods(ns).Get(context.Background(), "victim", metav1.GetOptions{}); err == nil {
+		t.Fatal("victim was not evicted")
+	}
+}
+
+// TestStandaloneWithLeaderElection runs `wasmplane scheduler`'s code path: its own
+// client, a Lease, metrics over HTTP.
+func TestStandaloneWithLeaderElection(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	inst, err := server.Start(ctx, server.Config{DataDir: t.TempDir(), Port: 0, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	client, err := kubernetes.NewForConfig(inst.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := scheduler.DefaultConfiguration()
+	cfg.LeaderElection.ResourceName = "wasmplane-scheduler-test"
+	addrCh := make(chan string, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		err := scheduler.RunStandalone(ctx, inst.RESTConfig(), scheduler.StandaloneOptions{
+			Configuration: cfg, Logger: quiet, MetricsAddress: "127.0.0.1:0", Identity: "test-1",
+			OnListening: func(a string) { addrCh <- a },
+		})
+		if err != nil {
+			t.Errorf("RunStandalone: %v", err)
+		}
+	}()
+	defer wg.Wait()
+	defer cancel()
+	e := &env{client: client}
+	e.createNode(t, nodeSpec{name: "n1", cpu: "4", mem: "8Gi"})
+	e.createNamespace(t, "standalone")
+	e.createPod(t, basePod("standalone", "p"))
+	e.waitBound(t, "standalone", "p", 30*time.Second)
+
+	lease, err := client.CoordinationV1().Leases("kube-system").Get(ctx, "wasmplane-scheduler-test", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("lease: %v", err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != "test-1" {
+		t.Fatalf("lease holder %v", lease.Spec.HolderIdentity)
+	}
+	addr := <-addrCh
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, name := range []string{
+		`scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 1`,
+		"scheduler_scheduling_attempt_duration_seconds_bucket",
+		`scheduler_pending_pods{queue="active"}`,
+	} {
+		if !strings.Contains(string(body), name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	_ = v1.PodScheduled
+}
