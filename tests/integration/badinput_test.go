@@ -20,7 +20,7 @@ import (
 // TestBadInput sends what a broken or careless client sends, over raw HTTP, and checks
 // the Status Kubernetes would answer with — and that nothing was written.
 func TestBadInput(t *testing.T) {
-	srv := testserver.Start(t)
+	srv := testserver.StartAPI(t)
 	cs := srv.Clientset(t, true)
 	ctx := ctxFor(t)
 	const ns = "bad"

@@ -134,7 +134,7 @@ func resourceCases() []resourceCase {
 // TestCRUD runs create/get/list/update/patch/delete/deletecollection/watch, generateName
 // and dryRun on every served resource, once per wire encoding.
 func TestCRUD(t *testing.T) {
-	srv := testserver.Start(t)
+	srv := testserver.StartAPI(t)
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()

@@ -25,7 +25,7 @@ import (
 // restart on the same data dir and port, a compaction under a live watch, and a compaction
 // it missed while disconnected (the server must answer 410 and the informer relist).
 func TestPodInformer(t *testing.T) {
-	srv := testserver.Start(t)
+	srv := testserver.StartAPI(t)
 	cs := srv.Clientset(t, false)
 	ctx := ctxFor(t)
 	ns := newNamespace(t, cs, "informer")

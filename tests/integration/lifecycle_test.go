@@ -18,7 +18,7 @@ import (
 // TestLifecycle covers the semantics beyond plain CRUD: status and scale subresources,
 // pods/binding, graceful pod deletion, finalizers and namespace termination.
 func TestLifecycle(t *testing.T) {
-	srv := testserver.Start(t)
+	srv := testserver.StartAPI(t)
 	tests := []struct {
 		name string
 		run  func(t *testing.T, cs kubernetes.Interface, ns string)

@@ -60,7 +60,7 @@ func createPods(t *testing.T, cs kubernetes.Interface, ns, prefix string, n int)
 // TestPaging lists 2,000 pods 100 at a time, with client-go's pager and by hand, and
 // expects each exactly once, in 20 pages.
 func TestPaging(t *testing.T) {
-	srv := testserver.Start(t)
+	srv := testserver.StartAPI(t)
 	cs := srv.Clientset(t, false)
 	ns := newNamespace(t, cs, "paging")
 	const total, pageSize = 2000, 100
@@ -141,7 +141,7 @@ func checkExactlyOnce(t *testing.T, seen map[string]int, total int) {
 // TestConcurrentUpdates has 50 goroutines increment one counter with retry-on-conflict:
 // optimistic concurrency must lose no update.
 func TestConcurrentUpdates(t *testing.T) {
-	srv := testserver.Start(t)
+	srv := testserver.StartAPI(t)
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			cs := srv.Clientset(t, m.json)

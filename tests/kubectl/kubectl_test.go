@@ -103,7 +103,7 @@ data:
 // TestKubectl walks the commands of issue 2 in the order a user would type them; each
 // step depends on the state the previous ones left.
 func TestKubectl(t *testing.T) {
-	srv := testserver.Start(t)
+	srv := testserver.StartAPI(t)
 	cs := srv.Clientset(t, false)
 	ctx := context.Background()
 	const ns = "demo"

@@ -31,7 +31,7 @@ type env struct {
 func startEnv(t testing.TB, cfg *scheduler.Configuration) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	inst, err := server.Start(ctx, server.Config{DataDir: t.TempDir(), Port: 0, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	inst, err := server.Start(ctx, server.Config{DataDir: t.TempDir(), Port: 0, DisableScheduler: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		cancel()
 		t.Fatalf("starting server: %v", err)

@@ -53,7 +53,7 @@ func TestStandaloneWithLeaderElection(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	inst, err := server.Start(ctx, server.Config{DataDir: t.TempDir(), Port: 0, Logger: quiet})
+	inst, err := server.Start(ctx, server.Config{DataDir: t.TempDir(), Port: 0, DisableScheduler: true, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,23 +34,35 @@ type Server struct {
 	Port    int
 }
 
-// Start runs a server in a fresh t.TempDir() on a free port; it stops when the test ends.
+// Start runs the whole control plane (controllers and scheduler included) in a fresh
+// t.TempDir() on a free port; it stops when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	return StartAt(t, t.TempDir(), 0)
+	return start(t, t.TempDir(), 0, false)
 }
 
-// StartAt runs a server on dataDir and port (0 = a free one). A port just released by a
-// previous instance may briefly still be busy, so binding is retried until a deadline.
+// StartAPI is Start without controllers and scheduler, so that nothing but the test
+// writes objects (a controller updating a Deployment would race a test's own update).
+func StartAPI(t testing.TB) *Server {
+	t.Helper()
+	return start(t, t.TempDir(), 0, true)
+}
+
+// StartAt runs an API-only server (see StartAPI) on dataDir and port (0 = a free one). A
+// port just released by a previous instance may briefly still be busy, so binding is
+// retried until a deadline.
 func StartAt(t testing.TB, dataDir string, port int) *Server {
+	t.Helper()
+	return start(t, dataDir, port, true)
+}
+
+func start(t testing.TB, dataDir string, port int, apiOnly bool) *Server {
 	t.Helper()
 	var inst *server.Instance
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
-		// API-level tests run without controllers and scheduler, so that nothing but the
-		// test writes objects (a controller updating a Deployment would race a test's update).
 		inst, err = server.Start(context.Background(), server.Config{DataDir: dataDir, Port: port, Logger: Logger(),
-			DisableControllers: true, DisableScheduler: true})
+			DisableControllers: apiOnly, DisableScheduler: apiOnly})
 		if err != nil {
 			t.Logf("starting wasmplane (will retry): %v", err)
 			return false, nil
