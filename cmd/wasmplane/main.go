@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -55,7 +56,11 @@ func newUp() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wasmplane is up at %s\n\n  export KUBECONFIG=%s\n  kubectl get namespaces\n\n", inst.URL(), inst.KubeconfigPath())
+			kc := inst.KubeconfigPath()
+			if abs, err := filepath.Abs(kc); err == nil {
+				kc = abs
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wasmplane is up at %s\n\n  export KUBECONFIG=%s\n  kubectl get namespaces      # or: wasmplane kubectl get namespaces\n\n", inst.URL(), kc)
 			select {
 			case <-ctx.Done():
 				cfg.Logger.Info("shutting down")
