@@ -6,7 +6,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -23,22 +22,7 @@ import (
 var wasmplaneBin string
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "wasmplane-integration-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	wasmplaneBin, err = testserver.Build(dir, "github.com/wasmplane/wasmplane/cmd/wasmplane")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testserver.RunWithBinary(m, "github.com/wasmplane/wasmplane/cmd/wasmplane", &wasmplaneBin))
 }
 
 // mode is one wire encoding a client-go user can end up with.

@@ -24,22 +24,7 @@ import (
 var kubectlBin string
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "wasmplane-kubectl-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	kubectlBin, err = testserver.Build(dir, "github.com/wasmplane/wasmplane/tests/kubectl/cmd/kubectl")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testserver.RunWithBinary(m, "github.com/wasmplane/wasmplane/tests/kubectl/cmd/kubectl", &kubectlBin))
 }
 
 // kubectl is a kubectl bound to one server and namespace, with its own HOME so that its

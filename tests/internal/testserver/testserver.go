@@ -166,3 +166,20 @@ func Build(dir, pkg string) (string, error) {
 	}
 	return out, nil
 }
+
+// RunWithBinary builds pkg once into a temporary directory, stores the binary's path in
+// *bin, runs the package's tests and removes the directory; TestMain passes the result to
+// os.Exit.
+func RunWithBinary(m *testing.M, pkg string, bin *string) int {
+	dir, err := os.MkdirTemp("", "wasmplane-test-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if *bin, err = Build(dir, pkg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
