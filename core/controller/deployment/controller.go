@@ -7,6 +7,7 @@ package deployment
 import (
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/core/controller/internal/worker"
 	"log/slog"
 	"time"
 
@@ -17,8 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -78,44 +77,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 
 // Run syncs Deployments with workers goroutines until ctx ends, then waits for them.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		c.queue.ShutDown()
-		return
-	}
-	c.log.Info("started", "workers", workers)
-	done := make(chan struct{})
-	for range workers {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			wait.UntilWithContext(ctx, func(ctx context.Context) {
-				for c.processNext(ctx) {
-				}
-			}, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	for range workers {
-		<-done
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.syncDeployment(ctx, key); err != nil {
-		if ctx.Err() == nil {
-			c.log.Warn("sync failed, requeueing", "deployment", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	worker.Run(ctx, c.queue, workers, c.synced, c.syncDeployment, c.log, "deployment")
 }
 
 func unwrapTombstone[T any](obj any) (T, bool) {
