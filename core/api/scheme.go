@@ -8,10 +8,14 @@ import (
 	"github.com/wasmplane/wasmplane/core/api/initializers"
 	wasmv1alpha1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -28,6 +32,10 @@ func NewScheme() (*runtime.Scheme, error) {
 		autoscalingv1.AddToScheme,
 		coordinationv1.AddToScheme,
 		eventsv1.AddToScheme,
+		rbacv1.AddToScheme,
+		authenticationv1.AddToScheme,
+		authorizationv1.AddToScheme,
+		schedulingv1.AddToScheme,
 		metav1.AddMetaToScheme,
 		wasmv1alpha1.AddToScheme,
 		initializers.AddToScheme,

@@ -5,6 +5,7 @@ package filters
 import (
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/core/authn"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -33,27 +34,14 @@ func WithPanicRecovery(h http.Handler, writeErr ErrorWriter) http.Handler {
 	})
 }
 
-// User is who made a request.
-type User struct {
-	// Name, UID and Groups as Kubernetes' user.Info.
-	Name, UID string
-	Groups    []string
-	// Extra carries authenticator-specific attributes.
-	Extra map[string][]string
-}
-
-type userKey struct{}
+// User is who made a request (see authn.User).
+type User = authn.User
 
 // WithUser returns ctx carrying u.
-func WithUser(ctx context.Context, u *User) context.Context {
-	return context.WithValue(ctx, userKey{}, u)
-}
+func WithUser(ctx context.Context, u *User) context.Context { return authn.WithUser(ctx, u) }
 
 // UserFrom returns the user of a request, if any.
-func UserFrom(ctx context.Context) (*User, bool) {
-	u, ok := ctx.Value(userKey{}).(*User)
-	return u, ok
-}
+func UserFrom(ctx context.Context) (*User, bool) { return authn.UserFrom(ctx) }
 
 // Authenticator decides who a request is from; ok=false means "not authenticated".
 type Authenticator interface {
