@@ -118,10 +118,22 @@ func RESTConfig(host string, json bool) *rest.Config {
 	return cfg
 }
 
-// Clientset is a typed clientset for s (see RESTConfig for json).
+// Config returns an unthrottled admin config for s carrying its credentials; json forces
+// JSON instead of the protobuf client-go negotiates for built-in types by default.
+func (s *Server) Config(json bool) *rest.Config {
+	cfg := rest.CopyConfig(s.RESTConfig())
+	cfg.QPS, cfg.Timeout = -1, 30*time.Second
+	if json {
+		cfg.ContentType = runtime.ContentTypeJSON
+		cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	}
+	return cfg
+}
+
+// Clientset is a typed clientset for s (see Config for json).
 func (s *Server) Clientset(t testing.TB, json bool) kubernetes.Interface {
 	t.Helper()
-	return NewClientset(t, RESTConfig(s.URL(), json))
+	return NewClientset(t, s.Config(json))
 }
 
 // NewClientset builds a clientset or fails the test.
