@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/wasmplane/wasmplane/core/apiserver"
+	"github.com/wasmplane/wasmplane/core/authn"
 	"github.com/wasmplane/wasmplane/core/server"
 )
 
@@ -34,6 +35,9 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newPlugin())
 	root.AddCommand(newControllerManager())
 	root.AddCommand(newScheduler())
+	root.AddCommand(newAgent())
+	root.AddCommand(newRuntime(), newImage())
+	root.AddCommand(newKubeconfigCmd(), newToken())
 	return root
 }
 
@@ -77,6 +81,13 @@ func newUp() *cobra.Command {
 	f.StringVar(&cfg.BindAddress, "bind-address", "127.0.0.1", "API server listen address")
 	f.IntVar(&cfg.Port, "port", 6443, "API server port (0 picks a free port)")
 	f.DurationVar(&cfg.CompactionInterval, "etcd-compaction-interval", 0, "how often to compact etcd (default 5m)")
+	f.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra names and IPs for the serving certificate")
+	f.IntVar(&cfg.InsecurePort, "insecure-port", 0, "also serve plain HTTP WITHOUT authentication on 127.0.0.1:PORT (tests only; 0 = off)")
+	f.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "static bearer tokens (CSV: token,user,uid,\"group1,group2\")")
+	f.StringSliceVar(&cfg.APIAudiences, "api-audiences", nil, "audiences the API accepts (default: the service account issuer)")
+	f.StringVar(&cfg.ServiceAccountIssuer, "service-account-issuer", "", "iss of ServiceAccount tokens (default "+authn.DefaultIssuer+")")
+	f.BoolVar(&cfg.AnonymousAuth, "anonymous-auth", false, "let requests without credentials reach /healthz, /livez, /readyz and /version as system:anonymous")
+	f.StringSliceVar(&cfg.AuthenticationOrder, "authentication-order", nil, "order of the authenticators (default x509,token-file,serviceaccount,bootstrap,wasm)")
 	f.BoolVar(&cfg.DisableControllers, "disable-controllers", false, "do not run the controllers (run `wasmplane controller-manager` instead)")
 	f.BoolVar(&cfg.DisableScheduler, "disable-scheduler", false, "do not run the scheduler (run `wasmplane scheduler` instead)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

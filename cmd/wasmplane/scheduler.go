@@ -1,22 +1,27 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/wasmplane/wasmplane/core/scheduler"
+	"github.com/wasmplane/wasmplane/core/server"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
 // newScheduler is `wasmplane scheduler`: the scheduler alone, against any API server.
 func newScheduler() *cobra.Command {
-	var kubeconfig, configPath, logLevel, metricsAddr string
-	var leaderElect bool
+	var kubeconfig, configPath, logLevel, metricsAddr, wasmCacheDir string
+	var leaderElect, wasmPlugins bool
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run the scheduler alone against an API server (leader election on a Lease)",
@@ -41,11 +46,15 @@ func newScheduler() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			err = scheduler.RunStandalone(ctx, restCfg, scheduler.StandaloneOptions{
+			opts := scheduler.StandaloneOptions{
 				Configuration:  cfg,
 				Logger:         log,
 				MetricsAddress: metricsAddr,
-			})
+			}
+			if wasmPlugins {
+				opts.Extend = wasmExtension(wasmCacheDir, log)
+			}
+			err = scheduler.RunStandalone(ctx, restCfg, opts)
 			if errors.Is(err, scheduler.ErrLeaderElectionLost) {
 				log.Error("leader election lost; exiting")
 			}
@@ -58,5 +67,31 @@ func newScheduler() *cobra.Command {
 	f.BoolVar(&leaderElect, "leader-elect", true, "elect a leader on a Lease before scheduling")
 	f.StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:10259", "address serving /metrics and /healthz (empty: off)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.BoolVar(&wasmPlugins, "wasm-plugins", true, "load WasmPlugin/ClusterWasmPlugin filter and score hooks into the profiles")
+	f.StringVar(&wasmCacheDir, "wasm-cache-dir", defaultWasmCacheDir(), "compilation cache of WASM scheduling plugins (empty: in memory)")
 	return cmd
+}
+
+// wasmExtension runs the scheduler's WASM plugin manager beside the scheduler while it
+// leads, with the scheduler's own client and metrics registry.
+func wasmExtension(cacheDir string, log *slog.Logger) func(context.Context, *scheduler.Scheduler, *rest.Config, prometheus.Registerer) {
+	return func(ctx context.Context, s *scheduler.Scheduler, restCfg *rest.Config, reg prometheus.Registerer) {
+		host, _ := os.Hostname()
+		run, err := server.SchedulerPlugins(ctx, server.SchedulerPluginsConfig{RESTConfig: restCfg, Scheduler: s, CacheDir: cacheDir,
+			Registerer: reg, ServerName: "scheduler-" + host, Logger: log})
+		if err != nil {
+			log.Error("WASM scheduling plugins disabled", "err", err)
+			return
+		}
+		run()
+	}
+}
+
+// defaultWasmCacheDir is the user's cache directory, or "" (in memory) when there is none.
+func defaultWasmCacheDir() string {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "wasmplane", "scheduler-wasm-cache")
 }

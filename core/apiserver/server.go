@@ -4,6 +4,7 @@ package apiserver
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -23,9 +24,12 @@ import (
 	"github.com/wasmplane/wasmplane/core/apiserver/openapi"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	"github.com/wasmplane/wasmplane/core/apiserver/resources"
+	"github.com/wasmplane/wasmplane/core/authn"
+	"github.com/wasmplane/wasmplane/core/authz"
 	"github.com/wasmplane/wasmplane/core/storage"
 	"github.com/wasmplane/wasmplane/core/storage/blobs"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -59,16 +63,40 @@ type Config struct {
 	Blobs *blobs.Store
 	// ExtraHandlers are mounted on the path recorder (exact paths, or prefixes ending in "/").
 	ExtraHandlers map[string]http.Handler
+	// KubeletClientTLS is how pods/log connects to kubelets; nil = no client certificate
+	// and the kubelet's serving certificate is NOT verified (kube-apiserver's default
+	// without --kubelet-certificate-authority).
+	KubeletClientTLS *tls.Config
+	// TokenRequest, when set, serves serviceaccounts/token (its Lookup is filled in).
+	TokenRequest *resources.TokenRequestConfig
+	// TokenReviewer, when set, serves TokenReview; SelfSubjectReview is always served.
+	TokenReviewer resources.TokenReviewer
+	// Authorizer decides what each user may do (RBAC, node authorizer…); nil = allow
+	// everything (in-process tests only).
+	Authorizer authz.Authorizer
+	// RuleResolver lists a user's rules (escalation checks, SelfSubjectRulesReview); nil =
+	// nobody holds any rule.
+	RuleResolver authz.RuleResolver
+}
+
+// noRules is the RuleResolver of a server without RBAC.
+type noRules struct{}
+
+func (noRules) RulesFor(context.Context, *authn.User, string) ([]rbacv1.PolicyRule, error) {
+	return nil, nil
 }
 
 // Server is a built API server.
 type Server struct {
 	// Handler is the full handler chain.
 	Handler http.Handler
-	codecs  *endpoints.Codecs
-	stores  map[schema.GroupResource]*registry.Store
-	groups  []groupVersion
-	metrics *prometheus.Registry
+	// InsecureHandler is the chain without authentication: every request is
+	// system:admin. It is only ever served on an explicit loopback --insecure-port.
+	InsecureHandler http.Handler
+	codecs          *endpoints.Codecs
+	stores          map[schema.GroupResource]*registry.Store
+	groups          []groupVersion
+	metrics         *prometheus.Registry
 }
 
 type groupVersion struct {
@@ -98,11 +126,29 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Authenticator == nil {
 		cfg.Authenticator = filters.AdminAuthenticator{}
 	}
+	if cfg.Authorizer == nil {
+		cfg.Authorizer = authz.AlwaysAllow()
+	}
+	if cfg.RuleResolver == nil {
+		cfg.RuleResolver = noRules{}
+	}
 	s := &Server{codecs: endpoints.NewCodecs(cfg.Scheme), stores: map[schema.GroupResource]*registry.Store{}, metrics: cfg.Metrics}
 	inits := &initializerRegistry{s: s, waiting: cfg.InitializerWaiting}
 	chain := &admission.Chain{Validating: []admission.Validator{namespaceLifecycle{s}}, Sources: cfg.AdmissionSources}
 	defs := map[schema.GroupVersion][]resources.Definition{
-		corev1.SchemeGroupVersion: resources.Core(),
+		corev1.SchemeGroupVersion: resources.WithKubeletConnection(resources.Core(), resources.KubeletConnection{TLS: cfg.KubeletClientTLS,
+			GetNode: func(ctx context.Context, name string) (*corev1.Node, error) {
+				obj, err := s.stores[corev1.Resource("nodes")].Get(ctx, "", name, nil)
+				if err != nil {
+					return nil, err
+				}
+				return obj.(*corev1.Node), nil
+			}}),
+	}
+	if cfg.TokenRequest != nil {
+		c := *cfg.TokenRequest
+		c.Lookup = s.Lookup
+		resources.AddTokenRequest(defs[corev1.SchemeGroupVersion], c)
 	}
 	for _, d := range resources.Apps() {
 		defs[d.Resource.GroupVersion] = append(defs[d.Resource.GroupVersion], d)
@@ -110,6 +156,14 @@ func New(cfg Config) (*Server, error) {
 	extra := append(resources.Coordination(), resources.Events()...)
 	extra = append(extra, resources.Wasmplane(cfg.Blobs)...)
 	extra = append(extra, resources.Initializers()...)
+	extra = append(extra, resources.RBAC(cfg.Authorizer, cfg.RuleResolver)...)
+	extra = append(extra, resources.Authorization(cfg.Authorizer, cfg.RuleResolver)...)
+	for _, d := range resources.Authentication(cfg.TokenReviewer) {
+		if d.Resource.Name == "tokenreviews" && cfg.TokenReviewer == nil {
+			continue
+		}
+		extra = append(extra, d)
+	}
 	for _, d := range extra {
 		defs[d.Resource.GroupVersion] = append(defs[d.Resource.GroupVersion], d)
 	}
@@ -194,9 +248,9 @@ func New(cfg Config) (*Server, error) {
 	var h http.Handler = mux.Director{Container: container, NonGoRestful: paths}
 	h = withRequestMetrics(h, cfg.Metrics)
 	h = filters.WithMaxInFlight(h, cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, s.codecs.WriteError)
-	h = filters.WithAuthentication(h, cfg.Authenticator, s.codecs.WriteError)
-	h = filters.WithPanicRecovery(h, s.codecs.WriteError)
-	s.Handler = h
+	authorized := filters.WithRequestInfo(filters.WithAuthorization(h, cfg.Authorizer, s.codecs.WriteError))
+	s.Handler = filters.WithPanicRecovery(filters.WithAuthentication(authorized, cfg.Authenticator, s.codecs.WriteError), s.codecs.WriteError)
+	s.InsecureHandler = filters.WithPanicRecovery(filters.WithAuthentication(h, filters.AdminAuthenticator{}, s.codecs.WriteError), s.codecs.WriteError)
 	return s, nil
 }
 
@@ -218,7 +272,7 @@ func (s *Server) openAPIResources() []openapi.Resource {
 	for _, g := range s.groups {
 		for _, a := range g.resources {
 			res := a.Scope.Store.Resource
-			r := openapi.Resource{GVK: res.GroupVersionKind(), ListKind: res.ListKind, Plural: res.Name, Namespaced: res.Namespaced}
+			r := openapi.Resource{GVK: res.GroupVersionKind(), ListKind: res.ListKind, Plural: res.Name, Namespaced: res.Namespaced, Verbs: res.Verbs}
 			for _, sub := range a.Subresources {
 				os := openapi.Subresource{Name: sub.Name, Kind: sub.Kind}
 				for m := range sub.Handlers {
@@ -312,6 +366,26 @@ func (r *initializerRegistry) Waiting(gvr schema.GroupVersionResource, namespace
 	if r.waiting != nil {
 		r.waiting(gvr, namespace, name)
 	}
+}
+
+// Lookup reads the current state of one object from the server's storage, for
+// in-process consumers such as serviceaccounts/token.
+func (s *Server) Lookup(ctx context.Context, gr schema.GroupResource, namespace, name string) (runtime.Object, error) {
+	return s.lookup(ctx, gr, namespace, name, "")
+}
+
+// LookupCached is Lookup from the watch cache (no etcd round trip; may trail writes by
+// milliseconds), for per-request checks such as token revocation.
+func (s *Server) LookupCached(ctx context.Context, gr schema.GroupResource, namespace, name string) (runtime.Object, error) {
+	return s.lookup(ctx, gr, namespace, name, "0")
+}
+
+func (s *Server) lookup(ctx context.Context, gr schema.GroupResource, namespace, name, rv string) (runtime.Object, error) {
+	st, ok := s.stores[gr]
+	if !ok {
+		return nil, fmt.Errorf("no resource %s", gr)
+	}
+	return st.Get(ctx, namespace, name, &metav1.GetOptions{ResourceVersion: rv})
 }
 
 // EnsureSystemNamespaces creates the namespaces Kubernetes always has.

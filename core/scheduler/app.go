@@ -40,6 +40,10 @@ type StandaloneOptions struct {
 	Identity string
 	// OnListening, if set, receives the metrics listener address.
 	OnListening func(addr string)
+	// Extend, if set, runs beside the scheduler while it schedules (e.g. the WASM plugin
+	// manager feeding it extensions); it gets the scheduler's client configuration and
+	// metrics registry and must return when ctx ends.
+	Extend func(ctx context.Context, s *Scheduler, restCfg *rest.Config, reg prometheus.Registerer)
 }
 
 // RunStandalone runs the scheduler as its own process would: its own client, informers,
@@ -104,7 +108,17 @@ func RunStandalone(ctx context.Context, restCfg *rest.Config, opts StandaloneOpt
 		if err != nil {
 			return err
 		}
-		return s.Run(ctx)
+		if opts.Extend == nil {
+			return s.Run(ctx)
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		var ext sync.WaitGroup
+		ext.Add(1)
+		go func() { defer ext.Done(); opts.Extend(ctx, s, restCfg, reg) }()
+		err = s.Run(ctx)
+		cancel()
+		ext.Wait()
+		return err
 	}
 	le := cfg.LeaderElection
 	if le.LeaderElect != nil && !*le.LeaderElect {

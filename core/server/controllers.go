@@ -9,10 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wasmplane/wasmplane/core/controller/clusterroleaggregation"
 	"github.com/wasmplane/wasmplane/core/controller/deployment"
 	"github.com/wasmplane/wasmplane/core/controller/garbagecollector"
 	"github.com/wasmplane/wasmplane/core/controller/namespace"
+	"github.com/wasmplane/wasmplane/core/controller/nodelifecycle"
 	"github.com/wasmplane/wasmplane/core/controller/replicaset"
+	"github.com/wasmplane/wasmplane/core/controller/serviceaccount"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,12 +113,27 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	if err != nil {
 		return fail(err)
 	}
+	crac, err := clusterroleaggregation.New(client, factory, log)
+	if err != nil {
+		return fail(err)
+	}
+	sac, err := serviceaccount.New(client, factory, log)
+	if err != nil {
+		return fail(err)
+	}
 	gc := garbagecollector.New(md, client.Discovery(), log)
+	nlc, err := nodelifecycle.New(client, factory, nodelifecycle.Options{Logger: log})
+	if err != nil {
+		return fail(err)
+	}
 	var wg sync.WaitGroup
 	factory.Start(ctx.Done())
 	wg.Go(func() { nsc.Run(ctx, 2) })
 	wg.Go(func() { rsc.Run(ctx, 5) })
 	wg.Go(func() { dc.Run(ctx, 5) })
+	wg.Go(func() { nlc.Run(ctx) })
+	wg.Go(func() { crac.Run(ctx, 1) })
+	wg.Go(func() { sac.Run(ctx, 1) })
 	wg.Go(func() {
 		if err := gc.Run(ctx, 5); err != nil && ctx.Err() == nil {
 			log.Error("garbage collector stopped", "err", err)

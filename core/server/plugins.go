@@ -15,7 +15,7 @@ import (
 
 // newPluginManager builds the manager that loads WASM admission plugins from the plugin
 // objects, talking to this server through its loopback address.
-func newPluginManager(cfg *rest.Config, rt *wasm.Runtime, initTimeout time.Duration, log *slog.Logger) (*manager.Manager, error) {
+func newPluginManager(cfg *rest.Config, rt *wasm.Runtime, initTimeout time.Duration, log *slog.Logger, an manager.AuthnConfig) (*manager.Manager, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "wasmplane-plugin-manager"
 	client, err := kubernetes.NewForConfig(cfg)
@@ -27,5 +27,5 @@ func newPluginManager(cfg *rest.Config, rt *wasm.Runtime, initTimeout time.Durat
 		return nil, fmt.Errorf("plugin manager dynamic client: %w", err)
 	}
 	host, _ := os.Hostname()
-	return manager.New(manager.Config{Runtime: rt, Client: client, Dynamic: dyn, ServerName: "apiserver-" + host, Logger: log, InitializerTimeout: initTimeout}), nil
+	return manager.New(manager.Config{Runtime: rt, Client: client, Dynamic: dyn, ServerName: "apiserver-" + host, Logger: log, InitializerTimeout: initTimeout, Authn: an}), nil
 }

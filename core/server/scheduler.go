@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/wasmplane/wasmplane/core/scheduler"
+	"github.com/wasmplane/wasmplane/plugins/wasm"
+	"github.com/wasmplane/wasmplane/plugins/wasm/manager"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -21,8 +25,16 @@ func startScheduler(ctx context.Context, cfg *rest.Config, log *slog.Logger) (st
 }
 
 // startSchedulerWithMetrics is startScheduler registering the scheduler metrics on reg
-// (e.g. the API server's /metrics registry; nil = not exported).
+// (e.g. the API server's /metrics registry; nil = not exported), without WASM plugins.
 func startSchedulerWithMetrics(ctx context.Context, cfg *rest.Config, log *slog.Logger, reg prometheus.Registerer) (stop func(), err error) {
+	return startSchedulerWithPlugins(ctx, cfg, log, reg, "", false)
+}
+
+// startSchedulerWithPlugins is startSchedulerWithMetrics that, when plugins is true, also
+// runs a scheduling-only WASM plugin manager with the scheduler's own runtime (compiled
+// code cached in cacheDir; "" = in memory), so WasmPlugin and ClusterWasmPlugin objects
+// with filter/score hooks join the scheduler's profiles and are hot-swapped in place.
+func startSchedulerWithPlugins(ctx context.Context, cfg *rest.Config, log *slog.Logger, reg prometheus.Registerer, cacheDir string, plugins bool) (stop func(), err error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -39,6 +51,20 @@ func startSchedulerWithMetrics(ctx context.Context, cfg *rest.Config, log *slog.
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	if plugins {
+		host, _ := os.Hostname()
+		run, err := SchedulerPlugins(ctx, SchedulerPluginsConfig{RESTConfig: cfg, Scheduler: s, CacheDir: cacheDir,
+			Registerer: reg, ServerName: "scheduler-" + host, Logger: log})
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run()
+		}()
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -50,5 +76,66 @@ func startSchedulerWithMetrics(ctx context.Context, cfg *rest.Config, log *slog.
 		cancel()
 		wg.Wait()
 		factory.Shutdown()
+	}, nil
+}
+
+// SchedulerPluginsConfig configures SchedulerPlugins.
+type SchedulerPluginsConfig struct {
+	// RESTConfig is the scheduler's client configuration.
+	RESTConfig *rest.Config
+	// Scheduler receives the plugins.
+	Scheduler *scheduler.Scheduler
+	// CacheDir keeps compiled modules across restarts ("" = in memory).
+	CacheDir string
+	// Registerer receives the WASM runtime's metrics (nil = none).
+	Registerer prometheus.Registerer
+	// ServerName identifies this scheduler in plugin status.
+	ServerName string
+	// Logger (nil = slog.Default()).
+	Logger *slog.Logger
+}
+
+// schedulerTarget is the scheduler as the plugin manager's target, with the cycle count
+// that tells when a replaced plugin can no longer be in use.
+type schedulerTarget struct{ *scheduler.Scheduler }
+
+// SchedulingCycle implements manager.CycleCounter.
+func (t schedulerTarget) SchedulingCycle() int64 { return t.Queue().SchedulingCycle() }
+
+// SchedulerPlugins prepares the scheduler's own WASM runtime and a scheduling-only plugin
+// manager watching plugin objects with the scheduler's client. The returned run blocks
+// until ctx ends, then unloads the plugins and closes the runtime.
+func SchedulerPlugins(ctx context.Context, c SchedulerPluginsConfig) (run func(), err error) {
+	log := c.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg := rest.CopyConfig(c.RESTConfig)
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler plugin manager client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler plugin manager dynamic client: %w", err)
+	}
+	if c.CacheDir != "" {
+		if err := os.MkdirAll(c.CacheDir, 0o700); err != nil {
+			return nil, fmt.Errorf("scheduler WASM cache: %w", err)
+		}
+	}
+	rt, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: c.CacheDir, Logger: log.With("component", "scheduler-wasm"), Registerer: c.Registerer})
+	if err != nil {
+		return nil, fmt.Errorf("starting the scheduler's WASM runtime: %w", err)
+	}
+	m := manager.New(manager.Config{Runtime: rt, Client: client, Dynamic: dyn, ServerName: c.ServerName,
+		Logger: log.With("component", "scheduler"), Scheduler: schedulerTarget{c.Scheduler}})
+	return func() {
+		if err := m.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("scheduler WASM plugin manager stopped", "err", err)
+		}
+		if err := rt.Close(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("closing the scheduler's WASM runtime", "err", err)
+		}
 	}, nil
 }

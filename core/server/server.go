@@ -23,10 +23,15 @@ import (
 	"github.com/wasmplane/wasmplane/core/api"
 	"github.com/wasmplane/wasmplane/core/apiserver"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
+	"github.com/wasmplane/wasmplane/core/apiserver/resources"
+	"github.com/wasmplane/wasmplane/core/pki"
 	"github.com/wasmplane/wasmplane/core/storage"
 	"github.com/wasmplane/wasmplane/core/storage/blobs"
 	"github.com/wasmplane/wasmplane/core/storage/etcdserver"
 	"github.com/wasmplane/wasmplane/plugins/wasm"
+	"github.com/wasmplane/wasmplane/plugins/wasm/manager"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -52,12 +57,29 @@ type Config struct {
 	InitializerTimeout time.Duration
 	// Logger receives structured logs; nil = slog.Default().
 	Logger *slog.Logger
+	// TLSSANs are extra names and IPs of the serving certificate.
+	TLSSANs []string
+	// InsecurePort, when non-zero, also serves plain HTTP without authentication on
+	// loopback (tests and debugging only; -1 picks a free port).
+	InsecurePort int
+	// TokenAuthFile is a static token file (Kubernetes' CSV format).
+	TokenAuthFile string
+	// APIAudiences are the audiences the server accepts (default: the issuer).
+	APIAudiences []string
+	// ServiceAccountIssuer is the iss of ServiceAccount tokens.
+	ServiceAccountIssuer string
+	// AnonymousAuth lets requests without credentials reach the health and version paths.
+	AnonymousAuth bool
+	// AuthenticationOrder orders the authenticators (default DefaultAuthenticationOrder).
+	AuthenticationOrder []string
 }
 
 // Instance is a running wasmplane control plane.
 type Instance struct {
 	url        string
+	insecure   string
 	kubeconfig string
+	sec        *security
 	cancel     context.CancelFunc
 	done       chan struct{}
 	err        error
@@ -74,10 +96,23 @@ func (i *Instance) URL() string { return i.url }
 // KubeconfigPath is the admin kubeconfig written for this instance.
 func (i *Instance) KubeconfigPath() string { return i.kubeconfig }
 
-// RESTConfig is an admin client configuration for this instance.
-func (i *Instance) RESTConfig() *rest.Config {
-	return &rest.Config{Host: i.url, QPS: -1}
+// RESTConfig is an admin client configuration for this instance (the admin client
+// certificate, group system:masters).
+func (i *Instance) RESTConfig() *rest.Config { return i.sec.adminConfig(i.url) }
+
+// InsecureURL is the plain-HTTP, unauthenticated URL ("" unless Config.InsecurePort).
+func (i *Instance) InsecureURL() string { return i.insecure }
+
+// CA is the cluster CA certificate (PEM).
+func (i *Instance) CA() []byte { return i.sec.ca.CertPEM }
+
+// IssueClientCertificate signs a client certificate for user in groups (PEM cert, key).
+func (i *Instance) IssueClientCertificate(user string, groups ...string) (certPEM, keyPEM []byte, err error) {
+	return i.sec.ca.Issue(pki.Leaf{CommonName: user, Organizations: groups, Usage: pki.ClientAuth})
 }
+
+// loopbackConfig is how the server's own components reach it.
+func (i *Instance) loopbackConfig() *rest.Config { return i.sec.loopbackConfig(i.url) }
 
 // EtcdEndpoints are the client URLs of the etcd the instance stores into (tests compact
 // and inspect etcd directly through them).
@@ -116,8 +151,12 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating data dir: %w", err)
 	}
+	sec, err := setupSecurity(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	inst := &Instance{cancel: cancel, done: make(chan struct{})}
+	inst := &Instance{cancel: cancel, done: make(chan struct{}), sec: sec}
 	fail := func(err error) (*Instance, error) {
 		cancel()
 		inst.runClosers()
@@ -160,9 +199,22 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	}
 	// Closing an already-served listener is harmless; this covers the failure paths below.
 	inst.closers = append(inst.closers, func() { _ = ln.Close() })
-	inst.url = "http://" + ln.Addr().String()
+	inst.url = "https://" + urlHost(ln.Addr().(*net.TCPAddr))
 	inst.kubeconfig = filepath.Join(cfg.DataDir, "admin.kubeconfig")
-	if err := writeKubeconfig(inst.kubeconfig, inst.url); err != nil {
+	if err := writeKubeconfig(inst.kubeconfig, inst.RESTConfig(), "admin"); err != nil {
+		return fail(err)
+	}
+	var insecureLn net.Listener
+	if cfg.InsecurePort != 0 {
+		port := max(cfg.InsecurePort, 0)
+		if insecureLn, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
+			return fail(fmt.Errorf("listening on the insecure port: %w", err))
+		}
+		inst.closers = append(inst.closers, func() { _ = insecureLn.Close() })
+		inst.insecure = "http://" + insecureLn.Addr().String()
+	}
+	tlsConfig, err := sec.tlsConfig()
+	if err != nil {
 		return fail(err)
 	}
 	wasmRuntime, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: filepath.Join(cfg.DataDir, "wasm-cache"), Logger: log})
@@ -170,13 +222,34 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		return fail(fmt.Errorf("starting the WASM runtime: %w", err))
 	}
 	inst.closers = append(inst.closers, func() { _ = wasmRuntime.Close(context.Background()) })
-	plugins, err := newPluginManager(inst.RESTConfig(), wasmRuntime, cfg.InitializerTimeout, log)
+	plugins, err := newPluginManager(inst.loopbackConfig(), wasmRuntime, cfg.InitializerTimeout, log,
+		manager.AuthnConfig{APIAudiences: sec.audiences, VerifiedCertificate: sec.verifiedCertificate})
 	if err != nil {
 		return fail(err)
 	}
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := apiserver.New(apiserver.Config{Scheme: scheme, Storage: factory, Metrics: metrics, Blobs: blobs.New(client, "/wasmplane/blobs"),
+	// The getters reach the server's storage, which exists only once the server is built.
+	var srv *apiserver.Server
+	chain, err := sec.authenticator(&cfg, lookupGetter{
+		cached: func(ctx context.Context, gr schema.GroupResource, ns, name string) (runtime.Object, error) {
+			return srv.LookupCached(ctx, gr, ns, name)
+		},
+		fresh: func(ctx context.Context, gr schema.GroupResource, ns, name string) (runtime.Object, error) {
+			return srv.Lookup(ctx, gr, ns, name)
+		}}, plugins, log)
+	if err != nil {
+		return fail(fmt.Errorf("authentication: %w", err))
+	}
+	authzInformers, authorizer, rbac, err := newAuthorizer(inst.loopbackConfig())
+	if err != nil {
+		return fail(err)
+	}
+	srv, err = apiserver.New(apiserver.Config{
+		Authorizer: authorizer, RuleResolver: rbac, Scheme: scheme, Storage: factory, Metrics: metrics, Blobs: blobs.New(client, "/wasmplane/blobs"),
+		Authenticator:    chain,
+		TokenReviewer:    tokenReviewer(chain),
+		TokenRequest:     &resources.TokenRequestConfig{Issuer: sec.signer, APIAudiences: sec.audiences},
 		AdmissionSources: []admission.Source{plugins}, InitializerWaiting: plugins.Waiting,
 		// Profiling is on, as with kube-apiserver's --profiling default.
 		ExtraHandlers: map[string]http.Handler{"/debug/pprof/": http.HandlerFunc(pprof.Index),
@@ -196,9 +269,14 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if err := srv.EnsureSystemNamespaces(ctx); err != nil {
 		return fail(err)
 	}
-	hs := &http.Server{Handler: srv.Handler, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 1 << 20}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
+	hs := &http.Server{Handler: srv.Handler, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 1 << 20, TLSConfig: tlsConfig}
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- hs.ServeTLS(ln, "", "") }()
+	var his *http.Server
+	if insecureLn != nil {
+		his = &http.Server{Handler: srv.InsecureHandler, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 1 << 20}
+		go func() { serveErr <- his.Serve(insecureLn) }()
+	}
 	go func() {
 		defer close(inst.done)
 		select {
@@ -213,9 +291,17 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		// Watches are long-running: close them rather than wait the full timeout.
 		_ = hs.Shutdown(shutdownCtx)
 		_ = hs.Close()
+		if his != nil {
+			_ = his.Close()
+		}
 		cancel()
 		inst.runClosers()
 	}()
+	if err := startAuthorizer(ctx, authzInformers, inst.loopbackConfig()); err != nil {
+		cancel()
+		<-inst.done
+		return nil, err
+	}
 	pluginsDone := make(chan struct{})
 	go func() {
 		defer close(pluginsDone)
@@ -230,7 +316,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if cfg.DisableControllers {
 		ctrlCtx = WithoutControllers(ctx)
 	}
-	stopControllers, err := startControllers(ctrlCtx, inst.RESTConfig(), log)
+	stopControllers, err := startControllers(ctrlCtx, inst.loopbackConfig(), log)
 	if err != nil {
 		cancel()
 		<-inst.done
@@ -240,7 +326,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	inst.closers = append(inst.closers, stopControllers)
 	inst.mu.Unlock()
 	if !cfg.DisableScheduler {
-		stopScheduler, err := startSchedulerWithMetrics(ctx, inst.RESTConfig(), log, metrics)
+		stopScheduler, err := startSchedulerWithPlugins(ctx, inst.loopbackConfig(), log, metrics, filepath.Join(cfg.DataDir, "wasm-cache-scheduler"), true)
 		if err != nil {
 			cancel()
 			<-inst.done
@@ -264,16 +350,36 @@ func (i *Instance) runClosers() {
 	}
 }
 
-// writeKubeconfig writes an admin kubeconfig for url with mode 0600.
-func writeKubeconfig(path, url string) error {
+// urlHost is the host:port clients should dial: an unspecified bind address is reached
+// on loopback.
+func urlHost(a *net.TCPAddr) string {
+	ip := a.IP
+	if ip.IsUnspecified() {
+		ip = net.ParseIP("127.0.0.1")
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(a.Port))
+}
+
+// Kubeconfig encodes a kubeconfig for rc (server, CA and credentials embedded) with user
+// as the user entry's name.
+func Kubeconfig(rc *rest.Config, user string) ([]byte, error) {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["wasmplane"] = &clientcmdapi.Cluster{Server: url}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{}
-	cfg.Contexts["wasmplane"] = &clientcmdapi.Context{Cluster: "wasmplane", AuthInfo: "admin", Namespace: "default"}
+	cfg.Clusters["wasmplane"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: rc.CertData, ClientKeyData: rc.KeyData, Token: rc.BearerToken}
+	cfg.Contexts["wasmplane"] = &clientcmdapi.Context{Cluster: "wasmplane", AuthInfo: user, Namespace: "default"}
 	cfg.CurrentContext = "wasmplane"
 	data, err := clientcmd.Write(*cfg)
 	if err != nil {
-		return fmt.Errorf("encoding kubeconfig: %w", err)
+		return nil, fmt.Errorf("encoding kubeconfig: %w", err)
+	}
+	return data, nil
+}
+
+// writeKubeconfig writes a kubeconfig for rc with mode 0600.
+func writeKubeconfig(path string, rc *rest.Config, user string) error {
+	data, err := Kubeconfig(rc, user)
+	if err != nil {
+		return err
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {

@@ -159,6 +159,10 @@ type SchedulingInput struct {
 	Nodes []*NodeDocument
 	// Requested (optional, parallel to Nodes) is sent to plugins that asked for it.
 	Requested []abi.Resources
+	// ClusterNodes (optional) is the number of nodes in the cluster. A scheduler scores a
+	// different subset of the nodes for each pod; bounding the node table by the cluster
+	// rather than by this request keeps those subsets from resetting it on every call.
+	ClusterNodes int
 }
 
 // buildScheduling writes the filter/score request for one instance.
@@ -191,7 +195,7 @@ func buildScheduling(in *instance, si *SchedulingInput) ([]byte, error) {
 		b = append(b, ']')
 	} else {
 		t.forget, t.define, t.defUID = t.forget[:0], t.define[:0], t.defUID[:0]
-		t.reset = len(t.keys) > 2*len(si.Nodes)+1024
+		t.reset = len(t.keys) > 2*max(len(si.Nodes), si.ClusterNodes)+1024
 		if t.reset {
 			b = append(b, `,"reset":true`...)
 		}

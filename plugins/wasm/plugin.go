@@ -179,6 +179,17 @@ func (p *Plugin) Implements(hook string) bool {
 // Limits returns the plugin's effective limits.
 func (p *Plugin) Limits() Limits { return p.limits }
 
+// WantsRequested tells whether the current module's configure asked for "requested"
+// (ABI §7.5), so that a scheduler computes it only for plugins that read it.
+func (p *Plugin) WantsRequested() bool {
+	s := p.acquire()
+	if s == nil {
+		return false
+	}
+	defer s.release(context.Background())
+	return s.flags.Requested
+}
+
 func (p *Plugin) acquire() *instanceSet {
 	for {
 		s := p.cur.Load()

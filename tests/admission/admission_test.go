@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 func TestMain(m *testing.M) { wasmtest.Main(m) }
@@ -31,6 +32,7 @@ type env struct {
 	cs  kubernetes.Interface
 	dyn dynamic.Interface
 	url string
+	hc  *http.Client
 }
 
 func start(t *testing.T) *env {
@@ -47,13 +49,17 @@ func start(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
-	return &env{cs: cs, dyn: dyn, url: inst.URL()}
+	hc, err := rest.HTTPClientFor(inst.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{cs: cs, dyn: dyn, url: inst.URL(), hc: hc}
 }
 
 // push uploads a module and returns its hex digest.
 func (e *env) push(t *testing.T, wasm []byte) string {
 	t.Helper()
-	resp, err := http.Post(e.url+"/apis/wasmplane.io/v1alpha1/wasmmodules", "application/wasm", bytes.NewReader(wasm))
+	resp, err := e.hc.Post(e.url+"/apis/wasmplane.io/v1alpha1/wasmmodules", "application/wasm", bytes.NewReader(wasm))
 	if err != nil {
 		t.Fatal(err)
 	}

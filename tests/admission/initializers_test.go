@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // seedConfig is the seed's InitializerConfiguration, unchanged.
@@ -116,7 +117,11 @@ func TestInitializerTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(inst.Close)
-	e := &env{cs: kubernetes.NewForConfigOrDie(inst.RESTConfig()), dyn: dynamic.NewForConfigOrDie(inst.RESTConfig()), url: inst.URL()}
+	hc, err := rest.HTTPClientFor(inst.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{cs: kubernetes.NewForConfigOrDie(inst.RESTConfig()), dyn: dynamic.NewForConfigOrDie(inst.RESTConfig()), url: inst.URL(), hc: hc}
 	ctx := context.Background()
 	createSeedConfig(t, e)
 	if _, err := e.cs.CoreV1().Pods("default").Create(ctx, pod("stuck", nil, "nginx:1.27"), metav1.CreateOptions{}); err != nil {

@@ -93,7 +93,7 @@ func TestBadInput(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := snapshot(t, cs)
-			code, header, body := do(t, srv.URL(), tc.method, tc.path, tc.contentType, tc.body)
+			code, header, body := do(t, srv, tc.method, tc.path, tc.contentType, tc.body)
 			if code != tc.code {
 				t.Errorf("status code %d, want %d; body %s", code, tc.code, body)
 			}
@@ -122,7 +122,7 @@ func TestBadInput(t *testing.T) {
 	}
 
 	t.Run("unknown field, fieldValidation=Warn", func(t *testing.T) {
-		code, header, body := do(t, srv.URL(), "POST", cms+"?fieldValidation=Warn", jsonCT,
+		code, header, body := do(t, srv, "POST", cms+"?fieldValidation=Warn", jsonCT,
 			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"warned"},"bogus":1}`)
 		if code != http.StatusCreated {
 			t.Fatalf("status code %d, want 201; body %s", code, body)
@@ -137,9 +137,9 @@ func TestBadInput(t *testing.T) {
 }
 
 // do sends one raw request and returns the status, header and body.
-func do(t *testing.T, base, method, path, contentType, body string) (int, http.Header, []byte) {
+func do(t *testing.T, srv *testserver.Server, method, path, contentType, body string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), method, base+path, bytes.NewBufferString(body))
+	req, err := http.NewRequestWithContext(context.Background(), method, srv.URL()+path, bytes.NewBufferString(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func do(t *testing.T, base, method, path, contentType, body string) (int, http.H
 		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := srv.HTTPClient(t).Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}

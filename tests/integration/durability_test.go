@@ -24,7 +24,7 @@ func TestKill9Durability(t *testing.T) {
 	dir := t.TempDir()
 	port := testserver.FreePort(t)
 	p := startBinary(t, dir, port)
-	cs := testserver.NewClientset(t, testserver.RESTConfig(p.url, false))
+	cs := testserver.NewClientset(t, testserver.KubeconfigConfig(t, dir, false))
 	ctx := ctxFor(t)
 	const n = 1000
 	const ns = "default"
@@ -56,7 +56,7 @@ func TestKill9Durability(t *testing.T) {
 
 	p.kill9(t)
 	p = startBinary(t, dir, port)
-	cs = testserver.NewClientset(t, testserver.RESTConfig(p.url, false))
+	cs = testserver.NewClientset(t, testserver.KubeconfigConfig(t, dir, false))
 	l, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("list after restart: %v", err)
@@ -120,12 +120,12 @@ func startBinary(t *testing.T, dir string, port int) *process {
 	})
 	select {
 	case u := <-urls:
-		cs := testserver.NewClientset(t, testserver.RESTConfig(u, false))
+		cs := testserver.NewClientset(t, testserver.KubeconfigConfig(t, dir, false))
 		eventually(t, 20*time.Second, "the restarted server to serve", func(ctx context.Context) (bool, error) {
 			_, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
 			return err == nil, nil
 		})
-		if want := fmt.Sprintf("http://127.0.0.1:%d", port); u != want {
+		if want := fmt.Sprintf("https://127.0.0.1:%d", port); u != want {
 			t.Fatalf("server at %s, want %s", u, want)
 		}
 		p.url = u

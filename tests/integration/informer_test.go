@@ -32,7 +32,7 @@ func TestPodInformer(t *testing.T) {
 	pods := cs.CoreV1().Pods(ns)
 
 	g := &gate{}
-	icfg := testserver.RESTConfig(srv.URL(), false)
+	icfg := srv.Config(false)
 	icfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { g.next = rt; return g })
 	factory := informers.NewSharedInformerFactoryWithOptions(testserver.NewClientset(t, icfg), 0, informers.WithNamespace(ns))
 	informer := factory.Core().V1().Pods().Informer()

@@ -46,6 +46,9 @@ func StatusSubresource(s *Scope, strategy registry.Strategy) Subresource {
 
 // Verbs lists what the main resource supports, for discovery.
 func (a *APIResource) Verbs() []string {
+	if v := a.Scope.resource().Verbs; v != nil {
+		return v
+	}
 	return []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 }
 
@@ -61,25 +64,32 @@ func NewWebService(root string, resources []*APIResource) *restful.WebService {
 
 func install(ws *restful.WebService, a *APIResource) {
 	res := a.Scope.resource()
+	// serves reports whether the resource has verb (a create-only review has no others).
+	serves := func(verb string) bool { return res.Verbs == nil || slices.Contains(res.Verbs, verb) }
+	route := func(verb string, rb *restful.RouteBuilder) {
+		if serves(verb) {
+			ws.Route(rb)
+		}
+	}
 	prefixes := []string{"/" + res.Name}
 	if res.Namespaced {
 		prefixes = []string{"/namespaces/{namespace}/" + res.Name}
 		// The all-namespaces list and watch.
-		ws.Route(ws.GET("/" + res.Name).To(wrap(a.Scope.ListOrWatch)).Operation("list" + res.Kind + "ForAllNamespaces"))
+		route("list", ws.GET("/"+res.Name).To(wrap(a.Scope.ListOrWatch)).Operation("list"+res.Kind+"ForAllNamespaces"))
 	}
 	for _, p := range prefixes {
-		ws.Route(ws.GET(p).To(wrap(a.Scope.ListOrWatch)).Operation("list" + res.Kind))
+		route("list", ws.GET(p).To(wrap(a.Scope.ListOrWatch)).Operation("list"+res.Kind))
 		create := a.Scope.Create
 		if a.CreateHandler != nil {
 			create = a.CreateHandler
 		}
-		ws.Route(ws.POST(p).To(wrap(create)).Operation("create" + res.Kind))
-		ws.Route(ws.DELETE(p).To(wrap(a.Scope.DeleteCollection)).Operation("deletecollection" + res.Kind))
+		route("create", ws.POST(p).To(wrap(create)).Operation("create"+res.Kind))
+		route("deletecollection", ws.DELETE(p).To(wrap(a.Scope.DeleteCollection)).Operation("deletecollection"+res.Kind))
 		item := p + "/{name}"
-		ws.Route(ws.GET(item).To(wrap(a.Scope.Get)).Operation("read" + res.Kind))
-		ws.Route(ws.PUT(item).To(wrap(func(w http.ResponseWriter, req *http.Request, r Request) { a.Scope.Update(w, req, r, nil) })).Operation("replace" + res.Kind))
-		ws.Route(ws.PATCH(item).To(wrap(func(w http.ResponseWriter, req *http.Request, r Request) { a.Scope.Patch(w, req, r, nil) })).Operation("patch" + res.Kind))
-		ws.Route(ws.DELETE(item).To(wrap(a.Scope.Delete)).Operation("delete" + res.Kind))
+		route("get", ws.GET(item).To(wrap(a.Scope.Get)).Operation("read"+res.Kind))
+		route("update", ws.PUT(item).To(wrap(func(w http.ResponseWriter, req *http.Request, r Request) { a.Scope.Update(w, req, r, nil) })).Operation("replace"+res.Kind))
+		route("patch", ws.PATCH(item).To(wrap(func(w http.ResponseWriter, req *http.Request, r Request) { a.Scope.Patch(w, req, r, nil) })).Operation("patch"+res.Kind))
+		route("delete", ws.DELETE(item).To(wrap(a.Scope.Delete)).Operation("delete"+res.Kind))
 		for _, sub := range a.Subresources {
 			methods := make([]string, 0, len(sub.Handlers))
 			for m := range sub.Handlers {

@@ -64,7 +64,7 @@ func WithAuthentication(h http.Handler, auth Authenticator, writeErr ErrorWriter
 		u, _, ok, err := auth.AuthenticateRequest(req)
 		if err != nil || !ok {
 			if err != nil {
-				slog.Error("unable to authenticate the request", "err", err)
+				slog.Debug("unable to authenticate the request", "err", err)
 			}
 			writeErr(w, req, apierrors.NewUnauthorized("Unauthorized"))
 			return

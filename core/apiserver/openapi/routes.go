@@ -269,7 +269,8 @@ func buildRoutes(s *runtime.Scheme, resources []Resource) ([]route, error) {
 			listKind = r.GVK.Kind + "List"
 		}
 		listType, err := typeOf(s, gv.WithKind(listKind))
-		if err != nil {
+		// Create-only resources (access reviews) have no list kind.
+		if err != nil && hasVerb(r.Verbs, verbList) {
 			return nil, fmt.Errorf("resource %s: %w", r.Plural, err)
 		}
 		prefix := "/" + gvPath(gv)

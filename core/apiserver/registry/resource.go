@@ -80,6 +80,15 @@ type Resource struct {
 	// Retain, when set, keeps an object whose deletion is otherwise complete (a namespace
 	// whose spec.finalizers are not yet empty).
 	Retain func(obj runtime.Object) bool
+	// ValidateName, when set, replaces the DNS-subdomain check of metadata.name (RBAC
+	// names such as "system:node" are path segments).
+	ValidateName func(name string, prefix bool) []string
+	// CheckWrite, when set, runs after validation on create (old nil) and update; its error
+	// is returned as is (RBAC's escalation check answers 403 Forbidden).
+	CheckWrite func(ctx context.Context, obj, old runtime.Object) error
+	// Verbs, when set, are the only verbs served and listed in discovery (create-only
+	// reviews); nil = every verb.
+	Verbs []string
 }
 
 // GroupResource is the resource's group and plural name.

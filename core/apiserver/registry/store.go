@@ -167,6 +167,11 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 	if errs := s.Resource.Strategy.Validate(ctx, obj); len(errs) > 0 {
 		return nil, s.invalid(accessor.GetName(), errs)
 	}
+	if s.Resource.CheckWrite != nil {
+		if err := s.Resource.CheckWrite(ctx, obj, nil); err != nil {
+			return nil, err
+		}
+	}
 	if err := opts.validate(ctx, attrs); err != nil {
 		return nil, err
 	}
@@ -203,6 +208,9 @@ func (s *Store) validateMeta(accessor metav1.Object) field.ErrorList {
 	nameFn := apimachineryvalidation.NameIsDNSSubdomain
 	if s.Resource.Name == "namespaces" {
 		nameFn = apimachineryvalidation.ValidateNamespaceName
+	}
+	if s.Resource.ValidateName != nil {
+		nameFn = s.Resource.ValidateName
 	}
 	return apimachineryvalidation.ValidateObjectMetaAccessor(accessor, s.Resource.Namespaced, nameFn, field.NewPath("metadata"))
 }
@@ -422,6 +430,11 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 		errs = append(errs, strategy.ValidateUpdate(ctx, obj, current)...)
 		if len(errs) > 0 {
 			return nil, s.invalid(name, errs)
+		}
+		if s.Resource.CheckWrite != nil {
+			if err := s.Resource.CheckWrite(ctx, obj, current); err != nil {
+				return nil, err
+			}
 		}
 		if err := opts.validate(ctx, attrs); err != nil {
 			return nil, err

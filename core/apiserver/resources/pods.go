@@ -158,30 +158,10 @@ func setPodCondition(st *corev1.PodStatus, c corev1.PodCondition) {
 	st.Conditions = append(st.Conditions, c)
 }
 
-// logHandler answers pods/log until the kubelet serves logs: Kubernetes' 400 for a
-// container that has not started.
+// logHandler answers pods/log without a kubelet connection (see WithKubeletConnection,
+// which replaces it): it can only say that the container has not started.
 func logHandler(s *endpoints.Scope) endpoints.HandlerFunc {
-	return func(w http.ResponseWriter, req *http.Request, r endpoints.Request) {
-		s.Custom(w, req, http.StatusOK, func(ctx context.Context, _ func(runtime.Object) error) (runtime.Object, error) {
-			obj, err := s.Store.Get(ctx, r.Namespace, r.Name, nil)
-			if err != nil {
-				return nil, err
-			}
-			pod := obj.(*corev1.Pod)
-			container := req.URL.Query().Get("container")
-			if container == "" {
-				if len(pod.Spec.Containers) != 1 {
-					names := make([]string, 0, len(pod.Spec.Containers))
-					for _, c := range pod.Spec.Containers {
-						names = append(names, c.Name)
-					}
-					return nil, apierrors.NewBadRequest(fmt.Sprintf("a container name must be specified for pod %s, choose one of: [%s]", pod.Name, strings.Join(names, " ")))
-				}
-				container = pod.Spec.Containers[0].Name
-			}
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is waiting to start: ContainerCreating", container, pod.Name))
-		})
-	}
+	return podLogHandler(s, KubeletConnection{})
 }
 
 func podPrinter() *registry.Printer {

@@ -20,6 +20,7 @@ import (
 	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	"github.com/wasmplane/wasmplane/plugins/wasm"
 	wasmadmission "github.com/wasmplane/wasmplane/plugins/wasm/admission"
+	wasmauthn "github.com/wasmplane/wasmplane/plugins/wasm/authenticator"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -55,6 +56,12 @@ type Config struct {
 	// InitializerTimeout fails objects whose initializer does not act in time
 	// (default DefaultInitializerTimeout).
 	InitializerTimeout time.Duration
+	// Scheduler, when set, makes this a scheduling manager: it loads only the filter and
+	// score hooks, into this scheduler (scheduling.go). Nil loads only the API server's
+	// hooks; an API server's manager must leave it nil.
+	Scheduler SchedulerTarget
+	// Authn configures the authenticate hooks of cluster plugins (see authenticate.go).
+	Authn AuthnConfig
 }
 
 // entry is one loaded plugin object.
@@ -65,6 +72,7 @@ type entry struct {
 	spec       wasmv1.WasmPluginSpec
 	plugin     *wasm.Plugin
 	adapter    *wasmadmission.Plugin
+	authn      *wasmauthn.Plugin
 	nsSelector labels.Selector
 	objSelect  labels.Selector
 }
@@ -112,6 +120,8 @@ type Manager struct {
 	// initQueue holds objects waiting for an initializer; initTimeout fails them.
 	initQueue   workqueue.TypedRateLimitingInterface[waitingObject]
 	initTimeout time.Duration
+	// sched is what a scheduling manager has loaded (scheduling.go).
+	sched schedState
 }
 
 // dynamicResource is the client of one resource (namespaced or not).
@@ -337,11 +347,15 @@ func decode(obj any) (*object, error) {
 // loaded by the components that call them.
 func usesAdmission(spec *wasmv1.WasmPluginSpec) bool {
 	return slices.Contains(spec.Hooks, wasmv1.HookMutate) || slices.Contains(spec.Hooks, wasmv1.HookValidate) ||
-		slices.Contains(spec.Hooks, wasmv1.HookInitialize)
+		slices.Contains(spec.Hooks, wasmv1.HookInitialize) || slices.Contains(spec.Hooks, wasmv1.HookAuthenticate)
 }
 
 // reconcile builds the next set from the objects, reusing unchanged entries.
 func (m *Manager) reconcile(ctx context.Context, objs []any) {
+	if m.cfg.Scheduler != nil {
+		m.reconcileScheduling(ctx, objs)
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := m.cur.Load()
@@ -418,6 +432,7 @@ func (m *Manager) retire(old *pluginSet, drop []*wasm.Plugin) {
 }
 
 func (m *Manager) unloadAll() {
+	m.unloadScheduling()
 	m.mu.Lock()
 	old := m.cur.Swap(newSet(nil))
 	m.mu.Unlock()
@@ -442,7 +457,7 @@ func (m *Manager) load(ctx context.Context, o *object, prev *entry) (*entry, err
 	}
 	defer func() { _ = mod.Close(context.WithoutCancel(ctx)) }()
 	for _, h := range o.spec.Hooks {
-		if (h == wasmv1.HookMutate || h == wasmv1.HookValidate || h == wasmv1.HookInitialize) && !mod.Implements(string(h)) {
+		if (h == wasmv1.HookMutate || h == wasmv1.HookValidate || h == wasmv1.HookInitialize || h == wasmv1.HookAuthenticate) && !mod.Implements(string(h)) {
 			return nil, fmt.Errorf("the module does not export the %s hook", h)
 		}
 	}
@@ -473,6 +488,7 @@ func (m *Manager) load(ctx context.Context, o *object, prev *entry) (*entry, err
 	}
 	fp := o.spec.FailurePolicy
 	e.adapter = &wasmadmission.Plugin{PluginName: o.key, Caller: e.plugin, Ignore: fp != nil && *fp == wasmv1.Ignore, Log: m.log}
+	e.authn = m.authenticator(e)
 	return e, nil
 }
 

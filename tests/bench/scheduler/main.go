@@ -46,6 +46,7 @@ func main() {
 	proto := flag.Bool("protobuf", false, "clients speak protobuf (as kube-scheduler does; slower against wasmplane today)")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured phase")
+	plugins := flag.String("plugins", "", "add the example Filter+Score plugins: native (Go twins), wasm (the modules), or compare (native, then wasm, each on a fresh server)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -60,14 +61,23 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*nodes, *pods, *workers, *kubeconfig, *noScheduler, *proto, *precreate, *timeout); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		pprof.StopCPUProfile()
-		os.Exit(1)
+	modes := []string{*plugins}
+	if *plugins == "compare" {
+		modes = []string{"native", "wasm"}
+	}
+	for _, mode := range modes {
+		if mode != "" {
+			fmt.Printf("plugins: %s\n", mode)
+		}
+		if err := run(*nodes, *pods, *workers, *kubeconfig, *noScheduler, *proto, *precreate, *timeout, mode); err != nil {
+			fmt.Fprintln(os.Stderr, "error:", err)
+			pprof.StopCPUProfile()
+			os.Exit(1)
+		}
 	}
 }
 
-func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, precreate bool, timeout time.Duration) error {
+func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, precreate bool, timeout time.Duration, plugins string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -78,7 +88,7 @@ func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, 
 			return err
 		}
 		defer os.RemoveAll(dir)
-		inst, err := server.Start(ctx, server.Config{DataDir: dir, Port: 0, Logger: quiet})
+		inst, err := server.Start(ctx, server.Config{DataDir: dir, Port: 0, Logger: quiet, DisableScheduler: true})
 		if err != nil {
 			return fmt.Errorf("starting server: %w", err)
 		}
@@ -167,11 +177,16 @@ func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, 
 			if err != nil {
 				return err
 			}
+			cleanup, err := addPlugins(ctx, s, plugins, quiet)
+			if err != nil {
+				return err
+			}
 			factory.Start(schedCtx.Done())
 			factory.WaitForCacheSync(schedCtx.Done())
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer cleanup() // once the scheduler has stopped
 				if err := s.Run(schedCtx); err != nil {
 					fmt.Fprintln(os.Stderr, "scheduler:", err)
 				}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net"
 	"net/url"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Server is an in-process wasmplane with the directory and port it was started on, so that
@@ -107,21 +109,18 @@ func PortOf(t testing.TB, base string) int {
 	return p
 }
 
-// RESTConfig returns an unthrottled admin config; json forces JSON instead of the
-// protobuf client-go negotiates for built-in types by default.
-func RESTConfig(host string, json bool) *rest.Config {
-	cfg := &rest.Config{Host: host, QPS: -1, Timeout: 30 * time.Second}
-	if json {
-		cfg.ContentType = runtime.ContentTypeJSON
-		cfg.AcceptContentTypes = runtime.ContentTypeJSON
+// KubeconfigConfig loads the admin kubeconfig a server wrote in dataDir (servers started
+// as separate processes); json as for Config.
+func KubeconfigConfig(t testing.TB, dataDir string, json bool) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
+	if err != nil {
+		t.Fatalf("loading the admin kubeconfig: %v", err)
 	}
-	return cfg
+	return tune(cfg, json)
 }
 
-// Config returns an unthrottled admin config for s carrying its credentials; json forces
-// JSON instead of the protobuf client-go negotiates for built-in types by default.
-func (s *Server) Config(json bool) *rest.Config {
-	cfg := rest.CopyConfig(s.RESTConfig())
+func tune(cfg *rest.Config, json bool) *rest.Config {
 	cfg.QPS, cfg.Timeout = -1, 30*time.Second
 	if json {
 		cfg.ContentType = runtime.ContentTypeJSON
@@ -129,6 +128,20 @@ func (s *Server) Config(json bool) *rest.Config {
 	}
 	return cfg
 }
+
+// HTTPClient is a raw HTTP client carrying the admin credentials of s.
+func (s *Server) HTTPClient(t testing.TB) *http.Client {
+	t.Helper()
+	c, err := rest.HTTPClientFor(s.RESTConfig())
+	if err != nil {
+		t.Fatalf("http client: %v", err)
+	}
+	return c
+}
+
+// Config returns an unthrottled admin config for s carrying its credentials; json forces
+// JSON instead of the protobuf client-go negotiates for built-in types by default.
+func (s *Server) Config(json bool) *rest.Config { return tune(s.RESTConfig(), json) }
 
 // Clientset is a typed clientset for s (see Config for json).
 func (s *Server) Clientset(t testing.TB, json bool) kubernetes.Interface {

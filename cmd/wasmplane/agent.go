@@ -1,0 +1,122 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/wasmplane/wasmplane/core/server"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// newAgent is `wasmplane agent`: a kubelet (and the built-in runtime) joining a cluster.
+func newAgent() *cobra.Command {
+	var (
+		cfg                               server.NodeConfig
+		apiURL, token, kubeconfig, caFile string
+		taints                            []string
+		logLevel                          string
+	)
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run a node: a kubelet and, unless --container-runtime-endpoint is given, the built-in WASI runtime",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			rc, err := agentRESTConfig(apiURL, token, kubeconfig, caFile)
+			if err != nil {
+				return err
+			}
+			cfg.RESTConfig = rc
+			for _, t := range taints {
+				taint, err := parseTaint(t)
+				if err != nil {
+					return err
+				}
+				cfg.Taints = append(cfg.Taints, taint)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			stopNode, err := server.StartNode(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			cfg.Logger.Info("node agent running", "node", cfg.NodeName)
+			<-ctx.Done()
+			cfg.Logger.Info("shutting down")
+			stopNode()
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&apiURL, "server", "", "API server URL (with --token)")
+	f.StringVar(&token, "token", "", "bearer token for --server")
+	f.StringVar(&caFile, "certificate-authority", "", "CA file verifying --server (default: not verified)")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig with the kubelet's credentials (instead of --server/--token)")
+	f.StringVar(&cfg.NodeName, "node-name", "", "node name (default the hostname)")
+	f.StringVar(&cfg.NodeIP, "node-ip", "127.0.0.1", "the node's InternalIP, where the kubelet listens")
+	f.StringVar(&cfg.RuntimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint, e.g. unix:///run/containerd/containerd.sock (default: start the built-in WASI runtime)")
+	f.StringVar(&cfg.RootDir, "root-dir", ".wasmplane-agent", "directory for the kubelet's and runtime's state")
+	f.IntVar(&cfg.MaxPods, "max-pods", 110, "pods capacity")
+	f.IntVar(&cfg.Port, "kubelet-port", 10250, "kubelet HTTPS port (-1 picks a free one)")
+	f.StringSliceVar(&taints, "register-with-taints", nil, "taints to register the node with (key=value:Effect)")
+	f.StringVar(&cfg.KubeletTLS.CertFile, "tls-cert-file", "", "kubelet serving certificate (default self-signed)")
+	f.StringVar(&cfg.KubeletTLS.KeyFile, "tls-private-key-file", "", "kubelet serving key")
+	f.StringVar(&cfg.KubeletTLS.ClientCAFile, "client-ca-file", "", "CA whose client certificates the kubelet accepts")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+func agentRESTConfig(apiURL, token, kubeconfig, caFile string) (*rest.Config, error) {
+	switch {
+	case kubeconfig != "":
+		rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig: %w", err)
+		}
+		return rc, nil
+	case apiURL != "":
+		rc := &rest.Config{Host: apiURL, BearerToken: token}
+		if caFile != "" {
+			rc.TLSClientConfig.CAFile = caFile
+		} else if strings.HasPrefix(apiURL, "https://") {
+			rc.TLSClientConfig.Insecure = true
+		}
+		return rc, nil
+	}
+	return nil, errors.New("either --kubeconfig or --server (with --token) is required")
+}
+
+// parseTaint reads key[=value]:Effect.
+func parseTaint(s string) (corev1.Taint, error) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return corev1.Taint{}, fmt.Errorf("taint %q: want key[=value]:Effect", s)
+	}
+	t := corev1.Taint{Effect: corev1.TaintEffect(s[i+1:])}
+	switch t.Effect {
+	case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		return t, fmt.Errorf("taint %q: unknown effect %q", s, t.Effect)
+	}
+	kv := s[:i]
+	if j := strings.IndexByte(kv, '='); j >= 0 {
+		t.Key, t.Value = kv[:j], kv[j+1:]
+	} else {
+		t.Key = kv
+	}
+	if t.Key == "" {
+		return t, fmt.Errorf("taint %q: empty key", s)
+	}
+	return t, nil
+}

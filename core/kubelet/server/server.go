@@ -1,0 +1,272 @@
+// Package server is the kubelet's HTTPS endpoint: /containerLogs/{ns}/{pod}/{container}
+// (what the API server's pods/log proxies to) and /healthz.
+package server
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/wasmplane/wasmplane/core/kubelet/logs"
+)
+
+// Error is a failure with the HTTP status the client gets.
+type Error struct {
+	// Code is the HTTP status.
+	Code int
+	// Message is the text body.
+	Message string
+}
+
+// Error implements error.
+func (e *Error) Error() string { return e.Message }
+
+// BadRequest is a 400 Error.
+func BadRequest(format string, args ...any) error {
+	return &Error{Code: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// NotFound is a 404 Error.
+func NotFound(format string, args ...any) error {
+	return &Error{Code: http.StatusNotFound, Message: fmt.Sprintf(format, args...)}
+}
+
+// LogSource finds the log file of a container instance.
+type LogSource interface {
+	// ContainerLogFile returns the CRI log file to read and, for the running instance, a
+	// function telling whether it is still running (followers stop when it is not).
+	ContainerLogFile(ctx context.Context, namespace, pod, container string, previous bool) (path string, alive func() bool, err error)
+}
+
+// Handler serves the kubelet API.
+func Handler(src LogSource, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", func(w http.ResponseWriter, req *http.Request) {
+		serveLogs(w, req, src, log)
+	})
+	return mux
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	var e *Error
+	if errors.As(err, &e) {
+		code = e.Code
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(err.Error()))
+}
+
+// ParseOptions reads the pods/log query parameters.
+func ParseOptions(q map[string][]string, now time.Time) (opts logs.Options, previous bool, err error) {
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	opts.TailLines = -1
+	boolean := func(k string) (bool, error) {
+		v := get(k)
+		if v == "" {
+			return false, nil
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, BadRequest("invalid %s %q", k, v)
+		}
+		return b, nil
+	}
+	if opts.Follow, err = boolean("follow"); err != nil {
+		return
+	}
+	if previous, err = boolean("previous"); err != nil {
+		return
+	}
+	if opts.Timestamps, err = boolean("timestamps"); err != nil {
+		return
+	}
+	integer := func(k string) (int64, bool, error) {
+		v := get(k)
+		if v == "" {
+			return 0, false, nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, false, BadRequest("invalid %s %q: must be a non-negative integer", k, v)
+		}
+		return n, true, nil
+	}
+	if n, ok, e := integer("tailLines"); e != nil {
+		return opts, false, e
+	} else if ok {
+		opts.TailLines = n
+	}
+	if n, ok, e := integer("limitBytes"); e != nil {
+		return opts, false, e
+	} else if ok {
+		if n == 0 {
+			return opts, false, BadRequest("limitBytes must be greater than zero")
+		}
+		opts.LimitBytes = n
+	}
+	if n, ok, e := integer("sinceSeconds"); e != nil {
+		return opts, false, e
+	} else if ok {
+		opts.Since = now.Add(-time.Duration(n) * time.Second)
+	}
+	if v := get("sinceTime"); v != "" {
+		t, e := time.Parse(time.RFC3339, v)
+		if e != nil {
+			return opts, false, BadRequest("invalid sinceTime %q", v)
+		}
+		opts.Since = t
+	}
+	return opts, previous, nil
+}
+
+func serveLogs(w http.ResponseWriter, req *http.Request, src LogSource, log *slog.Logger) {
+	opts, previous, err := ParseOptions(req.URL.Query(), time.Now())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	ns, pod, container := req.PathValue("namespace"), req.PathValue("pod"), req.PathValue("container")
+	path, alive, err := src.ContainerLogFile(req.Context(), ns, pod, container, previous)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if _, err := os.Stat(path); err != nil {
+		writeErr(w, NotFound("log file of container %q in pod %q is not available: %v", container, pod, err))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("Transfer-Encoding", "chunked")
+	w.WriteHeader(http.StatusOK)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	if err := logs.ReadLogs(req.Context(), path, opts, w, alive); err != nil && req.Context().Err() == nil {
+		log.Warn("streaming container logs", "pod", ns+"/"+pod, "container", container, "err", err)
+	}
+}
+
+// Serve runs the HTTPS server on ln until ctx ends.
+func Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Config, h http.Handler, log *slog.Logger) error {
+	hs := &http.Server{Handler: h, TLSConfig: tlsConfig, ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(tls.NewListener(ln, tlsConfig)) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+		_ = hs.Close()
+		<-errc
+		return nil
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("kubelet server: %w", err)
+	}
+}
+
+// TLSConfig builds the serving configuration: the certificate pair, and when clientCA is
+// set, only clients with certificates it signed are accepted.
+func TLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubelet serving certificate: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if clientCAFile != "" {
+		pem, err := os.ReadFile(clientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading kubelet client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("kubelet client CA %s holds no certificate", clientCAFile)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// SelfSignedCert returns dir/kubelet.crt and dir/kubelet.key, creating a self-signed
+// serving pair for hosts (names or IPs) when they do not exist yet, as the kubelet does
+// without --tls-cert-file.
+func SelfSignedCert(dir string, hosts []string) (certFile, keyFile string, err error) {
+	certFile, keyFile = filepath.Join(dir, "kubelet.crt"), filepath.Join(dir, "kubelet.key")
+	if _, err1 := os.Stat(certFile); err1 == nil {
+		if _, err2 := os.Stat(keyFile); err2 == nil {
+			return certFile, keyFile, nil
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", fmt.Errorf("creating certificate directory: %w", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", fmt.Errorf("generating kubelet key: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return "", "", fmt.Errorf("generating serial: %w", err)
+	}
+	name := "kubelet"
+	if len(hosts) > 0 {
+		name = hosts[0]
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: name + "@" + strconv.FormatInt(time.Now().Unix(), 10)},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if h != "" {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return "", "", fmt.Errorf("creating kubelet certificate: %w", err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", "", fmt.Errorf("encoding kubelet key: %w", err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		return "", "", fmt.Errorf("writing kubelet key: %w", err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return "", "", fmt.Errorf("writing kubelet certificate: %w", err)
+	}
+	return certFile, keyFile, nil
+}

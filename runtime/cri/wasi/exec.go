@@ -1,0 +1,165 @@
+package wasi
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ExecSync runs the command as a NEW instance of the container's module (WASI has no way
+// to enter a running instance): argv is the exec's command, with the container's scratch
+// directory, mounts, environment and memory limit. cmd[0] is argv[0] as usual, so a
+// multi-call module dispatches on it or on argv[1].
+func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	if len(req.GetCmd()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "exec command is empty")
+	}
+	s.mu.Lock()
+	if s.closed { // Close is waiting on s.wg: no new work may join it
+		s.mu.Unlock()
+		return nil, status.Error(codes.Unavailable, "runtime is shutting down")
+	}
+	_, c, err := lookupID(s.containers, req.GetContainerId())
+	if err != nil {
+		s.mu.Unlock()
+		return nil, grpcErr("container", req.GetContainerId(), err)
+	}
+	if c.proc == nil {
+		s.mu.Unlock()
+		return nil, status.Errorf(codes.FailedPrecondition, "container %q is not running", c.rec.ID)
+	}
+	rec := c.rec
+	s.wg.Add(1) // Close waits for execs like for guests
+	s.mu.Unlock()
+	defer s.wg.Done()
+	out, errOut, code, err := s.execSync(ctx, rec, req.GetCmd(), time.Duration(req.GetTimeout())*time.Second)
+	switch {
+	case errors.Is(err, errExecTimeout):
+		return nil, status.Errorf(codes.DeadlineExceeded, "command %q timed out after %ds", req.GetCmd(), req.GetTimeout())
+	case err != nil:
+		return nil, status.Errorf(codes.Unknown, "exec in container %q: %v", c.rec.ID, err)
+	}
+	return &runtimeapi.ExecSyncResponse{Stdout: out, Stderr: errOut, ExitCode: code}, nil
+}
+
+func (s *Server) containerStatsLocked(c *container) *runtimeapi.ContainerStats {
+	now := nowNano()
+	st := &runtimeapi.ContainerStats{
+		Attributes: &runtimeapi.ContainerAttributes{
+			Id:          c.rec.ID,
+			Metadata:    &runtimeapi.ContainerMetadata{Name: c.rec.Name, Attempt: c.rec.Attempt},
+			Labels:      cloneMap(c.rec.Labels),
+			Annotations: cloneMap(c.rec.Annotations),
+		},
+		// CPU time is not measured: guests run on shared Go scheduler threads.
+		Cpu: &runtimeapi.CpuUsage{Timestamp: now},
+	}
+	var size uint64
+	if c.proc != nil {
+		size = c.proc.mem.size.Load()
+	}
+	st.Memory = &runtimeapi.MemoryUsage{
+		Timestamp:       now,
+		WorkingSetBytes: &runtimeapi.UInt64Value{Value: size},
+		UsageBytes:      &runtimeapi.UInt64Value{Value: size},
+		RssBytes:        &runtimeapi.UInt64Value{Value: size},
+	}
+	if c.proc != nil {
+		if l := c.proc.mem.limit.Load(); l > size {
+			st.Memory.AvailableBytes = &runtimeapi.UInt64Value{Value: l - size}
+		}
+	}
+	return st
+}
+
+// ContainerStats reports the guest's linear memory size as its working set.
+func (s *Server) ContainerStats(_ context.Context, req *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, c, err := lookupID(s.containers, req.GetContainerId())
+	if err != nil {
+		return nil, grpcErr("container", req.GetContainerId(), err)
+	}
+	return &runtimeapi.ContainerStatsResponse{Stats: s.containerStatsLocked(c)}, nil
+}
+
+func (s *Server) listStatsLocked(f *runtimeapi.ContainerStatsFilter) []*runtimeapi.ContainerStats {
+	var out []*runtimeapi.ContainerStats
+	for _, ct := range s.listContainersLocked(&runtimeapi.ContainerFilter{
+		Id: f.GetId(), PodSandboxId: f.GetPodSandboxId(), LabelSelector: f.GetLabelSelector(),
+	}) {
+		out = append(out, s.containerStatsLocked(s.containers[ct.Id]))
+	}
+	return out
+}
+
+// ListContainerStats implements the CRI.
+func (s *Server) ListContainerStats(_ context.Context, req *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &runtimeapi.ListContainerStatsResponse{Stats: s.listStatsLocked(req.GetFilter())}, nil
+}
+
+// StreamContainerStats sends the ListContainerStats result in one chunk per 500.
+func (s *Server) StreamContainerStats(req *runtimeapi.StreamContainerStatsRequest, stream grpc.ServerStreamingServer[runtimeapi.StreamContainerStatsResponse]) error {
+	s.mu.Lock()
+	items := s.listStatsLocked(req.GetFilter())
+	s.mu.Unlock()
+	for i := 0; i < len(items); i += streamChunk {
+		if err := stream.Send(&runtimeapi.StreamContainerStatsResponse{ContainerStats: items[i:min(i+streamChunk, len(items))]}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) podStatsLocked(sb *sandbox) *runtimeapi.PodSandboxStats {
+	var mem uint64
+	var cs []*runtimeapi.ContainerStats
+	for _, id := range sb.containers {
+		if c, ok := s.containers[id]; ok {
+			st := s.containerStatsLocked(c)
+			mem += st.Memory.WorkingSetBytes.Value
+			cs = append(cs, st)
+		}
+	}
+	now := nowNano()
+	return &runtimeapi.PodSandboxStats{
+		Attributes: &runtimeapi.PodSandboxAttributes{
+			Id: sb.rec.ID, Metadata: sandboxMetadata(&sb.rec),
+			Labels: cloneMap(sb.rec.Labels), Annotations: cloneMap(sb.rec.Annotations),
+		},
+		Linux: &runtimeapi.LinuxPodSandboxStats{
+			Cpu:        &runtimeapi.CpuUsage{Timestamp: now},
+			Memory:     &runtimeapi.MemoryUsage{Timestamp: now, WorkingSetBytes: &runtimeapi.UInt64Value{Value: mem}, UsageBytes: &runtimeapi.UInt64Value{Value: mem}},
+			Containers: cs,
+		},
+	}
+}
+
+// PodSandboxStats sums the sandbox's container memory.
+func (s *Server) PodSandboxStats(_ context.Context, req *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, sb, err := lookupID(s.sandboxes, req.GetPodSandboxId())
+	if err != nil {
+		return nil, grpcErr("sandbox", req.GetPodSandboxId(), err)
+	}
+	return &runtimeapi.PodSandboxStatsResponse{Stats: s.podStatsLocked(sb)}, nil
+}
+
+// ListPodSandboxStats implements the CRI.
+func (s *Server) ListPodSandboxStats(_ context.Context, req *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*runtimeapi.PodSandboxStats
+	for _, p := range s.listSandboxesLocked(&runtimeapi.PodSandboxFilter{Id: req.GetFilter().GetId(), LabelSelector: req.GetFilter().GetLabelSelector()}) {
+		out = append(out, s.podStatsLocked(s.sandboxes[p.Id]))
+	}
+	return &runtimeapi.ListPodSandboxStatsResponse{Stats: out}, nil
+}
