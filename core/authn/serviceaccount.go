@@ -10,12 +10,15 @@ import (
 	"slices"
 	"time"
 
+	"sync"
+
 	"github.com/google/uuid"
 	"gopkg.in/go-jose/go-jose.v2"
 	"gopkg.in/go-jose/go-jose.v2/jwt"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/lru"
 )
 
 // Extra keys a ServiceAccount token puts on its user, as Kubernetes names them.
@@ -155,21 +158,44 @@ type ServiceAccountTokens struct {
 	APIAudiences []string
 	// Getter checks the ServiceAccount and bound objects still exist.
 	Getter ServiceAccountGetter
+	// verified caches the claims of tokens whose signature was checked (an ECDSA
+	// verification costs more than the rest of a GET). Expiry, audiences and the
+	// ServiceAccount's existence are still checked on every request.
+	verified *lru.Cache
+	once     sync.Once
 }
+
+// verifiedClaims are a token's claims after its signature was checked.
+type verifiedClaims struct {
+	public  jwt.Claims
+	private privateClaims
+}
+
+// saCacheSize bounds the verified-token cache.
+const saCacheSize = 4096
 
 // AuthenticateToken implements TokenAuthenticator.
 func (a *ServiceAccountTokens) AuthenticateToken(_ context.Context, token string) (*User, []string, bool, error) {
-	tok, err := jwt.ParseSigned(token)
-	if err != nil {
-		return nil, nil, false, nil // not a JWT: not ours
-	}
+	a.once.Do(func() { a.verified = lru.New(saCacheSize) })
+	sum := sha256.Sum256([]byte(token))
+	key := string(sum[:])
 	var public jwt.Claims
-	if err := tok.UnsafeClaimsWithoutVerification(&public); err != nil || public.Issuer != a.Signer.issuer {
-		return nil, nil, false, nil // another issuer's JWT
-	}
 	var pc privateClaims
-	if err := tok.Claims(&a.Signer.key.PublicKey, &public, &pc); err != nil {
-		return nil, nil, false, fmt.Errorf("invalid ServiceAccount token signature: %w", err)
+	if v, ok := a.verified.Get(key); ok {
+		vc := v.(*verifiedClaims)
+		public, pc = vc.public, vc.private
+	} else {
+		tok, err := jwt.ParseSigned(token)
+		if err != nil {
+			return nil, nil, false, nil // not a JWT: not ours
+		}
+		if err := tok.UnsafeClaimsWithoutVerification(&public); err != nil || public.Issuer != a.Signer.issuer {
+			return nil, nil, false, nil // another issuer's JWT
+		}
+		if err := tok.Claims(&a.Signer.key.PublicKey, &public, &pc); err != nil {
+			return nil, nil, false, fmt.Errorf("invalid ServiceAccount token signature: %w", err)
+		}
+		a.verified.Add(key, &verifiedClaims{public: public, private: pc})
 	}
 	if err := public.ValidateWithLeeway(jwt.Expected{Issuer: a.Signer.issuer, Time: a.Signer.now()}, 0); err != nil {
 		if errors.Is(err, jwt.ErrExpired) {
