@@ -72,6 +72,16 @@ type Config struct {
 	AnonymousAuth bool
 	// AuthenticationOrder orders the authenticators (default DefaultAuthenticationOrder).
 	AuthenticationOrder []string
+	// DisableKubelet runs no node in this process (pods are bound but not run unless a
+	// `wasmplane agent` joins).
+	DisableKubelet bool
+	// NodeName names this process's node (default the hostname).
+	NodeName string
+	// KubeletPort is the kubelet's HTTPS port (0 = 10250, -1 = a free port).
+	KubeletPort int
+	// ContainerRuntimeEndpoint is a CRI socket (e.g. containerd's); empty = the built-in
+	// WASI runtime.
+	ContainerRuntimeEndpoint string
 }
 
 // Instance is a running wasmplane control plane.
@@ -245,8 +255,12 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if err != nil {
 		return fail(err)
 	}
+	kubeletTLS, err := sec.kubeletClientTLS()
+	if err != nil {
+		return fail(err)
+	}
 	srv, err = apiserver.New(apiserver.Config{
-		Authorizer: authorizer, RuleResolver: rbac, Scheme: scheme, Storage: factory, Metrics: metrics, Blobs: blobs.New(client, "/wasmplane/blobs"),
+		Authorizer: authorizer, RuleResolver: rbac, KubeletClientTLS: kubeletTLS, Scheme: scheme, Storage: factory, Metrics: metrics, Blobs: blobs.New(client, "/wasmplane/blobs"),
 		Authenticator:    chain,
 		TokenReviewer:    tokenReviewer(chain),
 		TokenRequest:     &resources.TokenRequestConfig{Issuer: sec.signer, APIAudiences: sec.audiences},
@@ -334,6 +348,24 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		}
 		inst.mu.Lock()
 		inst.closers = append(inst.closers, stopScheduler)
+		inst.mu.Unlock()
+	}
+	if !cfg.DisableKubelet {
+		nc, err := sec.localNode(&cfg, inst.url)
+		if err != nil {
+			cancel()
+			<-inst.done
+			return nil, err
+		}
+		nc.Logger = log
+		stopNode, err := startNode(ctx, nc)
+		if err != nil {
+			cancel()
+			<-inst.done
+			return nil, fmt.Errorf("starting the node: %w", err)
+		}
+		inst.mu.Lock()
+		inst.closers = append(inst.closers, stopNode)
 		inst.mu.Unlock()
 	}
 	log.Info("wasmplane API server ready", "url", inst.url, "kubeconfig", inst.kubeconfig, "etcd", endpoints)

@@ -87,7 +87,7 @@ func startBinary(t *testing.T, dir string, port int) *process {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.Command(wasmplaneBin, "up", "--data-dir", dir, "--port", strconv.Itoa(port), "--log-level", "error")
+	cmd := exec.Command(wasmplaneBin, "up", "--data-dir", dir, "--port", strconv.Itoa(port), "--log-level", "error", "--disable-kubelet")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

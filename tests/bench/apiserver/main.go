@@ -123,7 +123,7 @@ func startServer(ctx context.Context) (func(), string, int, error) {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/wasmplane").CombinedOutput(); err != nil {
 		return nil, "", 0, fmt.Errorf("building wasmplane: %v: %s", err, out)
 	}
-	cmd := exec.CommandContext(ctx, bin, "up", "--data-dir", filepath.Join(dir, "data"), "--port", "0", "--log-level", "warn")
+	cmd := exec.CommandContext(ctx, bin, "up", "--data-dir", filepath.Join(dir, "data"), "--port", "0", "--log-level", "warn", "--disable-kubelet")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
