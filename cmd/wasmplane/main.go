@@ -37,13 +37,14 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newScheduler())
 	root.AddCommand(newAgent())
 	root.AddCommand(newRuntime(), newImage())
-	root.AddCommand(newKubeconfigCmd(), newToken())
+	root.AddCommand(newKubeconfigCmd(), newToken(), newTrace())
 	return root
 }
 
 func newUp() *cobra.Command {
 	var cfg server.Config
 	var logLevel string
+	var disableKubelet bool
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Start the control plane (API server on embedded etcd) in this process",
@@ -56,6 +57,7 @@ func newUp() *cobra.Command {
 			slog.SetDefault(cfg.Logger)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			cfg.RunKubelet = !disableKubelet
 			inst, err := server.Start(ctx, cfg)
 			if err != nil {
 				return err
@@ -88,7 +90,7 @@ func newUp() *cobra.Command {
 	f.StringVar(&cfg.ServiceAccountIssuer, "service-account-issuer", "", "iss of ServiceAccount tokens (default "+authn.DefaultIssuer+")")
 	f.BoolVar(&cfg.AnonymousAuth, "anonymous-auth", false, "let requests without credentials reach /healthz, /livez, /readyz and /version as system:anonymous")
 	f.StringSliceVar(&cfg.AuthenticationOrder, "authentication-order", nil, "order of the authenticators (default x509,token-file,serviceaccount,bootstrap,wasm)")
-	f.BoolVar(&cfg.DisableKubelet, "disable-kubelet", false, "run no node in this process (use `wasmplane agent` elsewhere)")
+	f.BoolVar(&disableKubelet, "disable-kubelet", false, "run no node in this process (use `wasmplane agent` elsewhere)")
 	f.StringVar(&cfg.NodeName, "node-name", "", "name of this process's node (default the hostname)")
 	f.IntVar(&cfg.KubeletPort, "kubelet-port", 0, "kubelet HTTPS port (default 10250; -1 picks a free port)")
 	f.StringVar(&cfg.ContainerRuntimeEndpoint, "container-runtime-endpoint", "", "CRI socket (e.g. unix:///run/containerd/containerd.sock); default the built-in WASI runtime")

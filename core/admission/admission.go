@@ -5,8 +5,11 @@
 package admission
 
 import (
+	"time"
+
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/core/trace"
 	"net/http"
 	"sync"
 
@@ -106,8 +109,12 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 	if c == nil {
 		return nil
 	}
+	t := trace.From(ctx)
 	for _, m := range c.Mutating {
-		if err := m.Admit(ctx, a); err != nil {
+		start := time.Now()
+		err := m.Admit(ctx, a)
+		t.Add(start, "admission", m.Name(), outcome("mutate", err, false), errText(err))
+		if err != nil {
 			return err
 		}
 	}
@@ -123,10 +130,14 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 	changedAfter := make([]bool, len(dynamic))
 	for i, m := range dynamic {
 		before := snapshot(a.Object)
-		if err := m.Admit(ctx, a); err != nil {
+		start := time.Now()
+		err := m.Admit(ctx, a)
+		changed := err == nil && !equalSnapshots(before, snapshot(a.Object))
+		t.Add(start, "admission", m.Name(), outcome("mutate", err, changed), errText(err))
+		if err != nil {
 			return err
 		}
-		if !equalSnapshots(before, snapshot(a.Object)) {
+		if changed {
 			for j := 0; j < i; j++ {
 				changedAfter[j] = true
 			}
@@ -134,7 +145,10 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 	}
 	for i, m := range dynamic {
 		if r, ok := m.(ReinvocableMutator); ok && changedAfter[i] && r.Reinvoke() {
-			if err := m.Admit(ctx, a); err != nil {
+			start := time.Now()
+			err := m.Admit(ctx, a)
+			t.Add(start, "admission", m.Name(), outcome("reinvoked mutate", err, false), errText(err))
+			if err != nil {
 				return err
 			}
 		}
@@ -147,8 +161,12 @@ func (c *Chain) Validate(ctx context.Context, a *Attributes) error {
 	if c == nil {
 		return nil
 	}
+	t := trace.From(ctx)
 	for _, v := range c.Validating {
-		if err := v.Validate(ctx, a); err != nil {
+		start := time.Now()
+		err := v.Validate(ctx, a)
+		t.Add(start, "admission", v.Name(), outcome("validate", err, false), errText(err))
+		if err != nil {
 			return err
 		}
 	}
@@ -156,12 +174,33 @@ func (c *Chain) Validate(ctx context.Context, a *Attributes) error {
 		_, vs, release := s.Acquire(a)
 		defer release()
 		for _, v := range vs {
-			if err := v.Validate(ctx, a); err != nil {
+			start := time.Now()
+			err := v.Validate(ctx, a)
+			t.Add(start, "admission", v.Name(), outcome("validate", err, false), errText(err))
+			if err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// outcome words an admission plugin's result for a trace.
+func outcome(phase string, err error, changed bool) string {
+	switch {
+	case err != nil:
+		return phase + ": denied"
+	case changed:
+		return phase + ": patched"
+	}
+	return phase + ": allowed"
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // snapshot is a cheap fingerprint of an object for change detection: its JSON.

@@ -28,6 +28,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/authz"
 	"github.com/wasmplane/wasmplane/core/storage"
 	"github.com/wasmplane/wasmplane/core/storage/blobs"
+	"github.com/wasmplane/wasmplane/core/trace"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -71,6 +72,8 @@ type Config struct {
 	TokenRequest *resources.TokenRequestConfig
 	// TokenReviewer, when set, serves TokenReview; SelfSubjectReview is always served.
 	TokenReviewer resources.TokenReviewer
+	// TraceSize is how many pods' journeys the server keeps for pods/trace (0 = default).
+	TraceSize int
 	// Authorizer decides what each user may do (RBAC, node authorizer…); nil = allow
 	// everything (in-process tests only).
 	Authorizer authz.Authorizer
@@ -134,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{codecs: endpoints.NewCodecs(cfg.Scheme), stores: map[schema.GroupResource]*registry.Store{}, metrics: cfg.Metrics}
 	inits := &initializerRegistry{s: s, waiting: cfg.InitializerWaiting}
-	chain := &admission.Chain{Validating: []admission.Validator{namespaceLifecycle{s}}, Sources: cfg.AdmissionSources}
+	chain := builtinAdmission(s, cfg.AdmissionSources)
 	defs := map[schema.GroupVersion][]resources.Definition{
 		corev1.SchemeGroupVersion: resources.WithKubeletConnection(resources.Core(), resources.KubeletConnection{TLS: cfg.KubeletClientTLS,
 			GetNode: func(ctx context.Context, name string) (*corev1.Node, error) {
@@ -156,6 +159,7 @@ func New(cfg Config) (*Server, error) {
 	extra := append(resources.Coordination(), resources.Events()...)
 	extra = append(extra, resources.Wasmplane(cfg.Blobs)...)
 	extra = append(extra, resources.Initializers()...)
+	extra = append(extra, resources.Policy()...)
 	extra = append(extra, resources.RBAC(cfg.Authorizer, cfg.RuleResolver)...)
 	extra = append(extra, resources.Authorization(cfg.Authorizer, cfg.RuleResolver)...)
 	for _, d := range resources.Authentication(cfg.TokenReviewer) {
@@ -193,6 +197,9 @@ func New(cfg Config) (*Server, error) {
 				return nil, fmt.Errorf("storage for %s: %w", d.Resource.GroupResource(), err)
 			}
 			store := registry.NewStore(d.Resource, st, prefix)
+			if d.Resource.GroupResource() == corev1.Resource("pods") {
+				store.Traces = trace.NewStore(cfg.TraceSize)
+			}
 			if d.Resource.Name != "initializerconfigurations" {
 				store.Initializers = inits
 			}

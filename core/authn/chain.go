@@ -81,6 +81,9 @@ func (c *Chain) AuthenticateRequest(req *http.Request) (*User, []string, bool, e
 		if !u.InGroup(GroupAuthenticated) && u.Name != Anonymous {
 			u.Groups = append(slices.Clip(u.Groups), GroupAuthenticated)
 		}
+		if u.Authenticator == "" { // a dynamic member may have named the plugin already
+			u.Authenticator = a.Name
+		}
 		return u, granted, true, nil
 	}
 	if len(errs) > 0 {
@@ -89,7 +92,7 @@ func (c *Chain) AuthenticateRequest(req *http.Request) (*User, []string, bool, e
 		return nil, nil, false, err
 	}
 	if c.Anonymous && !hasCredentials(req) && AnonymousAllowed(req.URL.Path) {
-		return &User{Name: Anonymous, Groups: []string{GroupUnauthenticated}}, c.APIAudiences, true, nil
+		return &User{Name: Anonymous, Groups: []string{GroupUnauthenticated}, Authenticator: "anonymous"}, c.APIAudiences, true, nil
 	}
 	return nil, nil, false, nil
 }

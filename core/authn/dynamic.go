@@ -28,6 +28,9 @@ func (d Dynamic) AuthenticateRequest(req *http.Request) (*User, []string, bool, 
 			continue
 		}
 		if ok {
+			if u != nil {
+				u.Authenticator = a.Name
+			}
 			return u, auds, true, nil
 		}
 	}

@@ -35,6 +35,9 @@ type User struct {
 	Groups    []string
 	// Extra carries authenticator-specific attributes.
 	Extra map[string][]string
+	// Authenticator is the chain member that accepted the request (for traces and logs;
+	// not part of Kubernetes' user.Info).
+	Authenticator string
 }
 
 // InGroup reports whether u belongs to group g.

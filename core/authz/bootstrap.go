@@ -57,7 +57,7 @@ func viewRules() []rbacv1.PolicyRule {
 		rule(verbsRead, g(""), "pods", "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts",
 			"services", "services/status", "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status", "configmaps"),
 		rule(verbsRead, g(""), "limitranges", "resourcequotas", "bindings", "pods/status", "resourcequotas/status",
-			"namespaces/status", "replicationcontrollers/status", "pods/log"),
+			"namespaces/status", "replicationcontrollers/status", "pods/log", "pods/trace"),
 		rule(verbsRead, g(""), "namespaces"),
 		rule(verbsRead, g("", "events.k8s.io"), "events"),
 		rule(verbsRead, g("discovery.k8s.io"), "endpointslices"),
@@ -294,7 +294,7 @@ func EnsureBootstrapPolicy(ctx context.Context, c kubernetes.Interface) error {
 			if _, err := roles.Create(ctx, &want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("creating clusterrole %s: %w", want.Name, err)
 			}
-			slog.Info("created bootstrap clusterrole", "name", want.Name)
+			slog.Debug("created bootstrap clusterrole", "name", want.Name)
 			continue
 		}
 		if err != nil {
@@ -307,7 +307,7 @@ func EnsureBootstrapPolicy(ctx context.Context, c kubernetes.Interface) error {
 			if _, err := roles.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
 				return fmt.Errorf("reconciling clusterrole %s: %w", want.Name, err)
 			}
-			slog.Info("reconciled bootstrap clusterrole", "name", want.Name)
+			slog.Debug("reconciled bootstrap clusterrole", "name", want.Name)
 		}
 	}
 	bindings := c.RbacV1().ClusterRoleBindings()
@@ -317,7 +317,7 @@ func EnsureBootstrapPolicy(ctx context.Context, c kubernetes.Interface) error {
 			if _, err := bindings.Create(ctx, &want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("creating clusterrolebinding %s: %w", want.Name, err)
 			}
-			slog.Info("created bootstrap clusterrolebinding", "name", want.Name)
+			slog.Debug("created bootstrap clusterrolebinding", "name", want.Name)
 			continue
 		}
 		if err != nil {
@@ -341,7 +341,7 @@ func EnsureBootstrapPolicy(ctx context.Context, c kubernetes.Interface) error {
 		} else if _, err := bindings.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("reconciling clusterrolebinding %s: %w", want.Name, err)
 		}
-		slog.Info("reconciled bootstrap clusterrolebinding", "name", want.Name)
+		slog.Debug("reconciled bootstrap clusterrolebinding", "name", want.Name)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -349,6 +350,14 @@ func (k *Kubelet) syncPod(ctx context.Context, pod *corev1.Pod, removed bool) (t
 		return 0, false
 	}
 	k.prober.AddPod(pod)
+	// Report what is known before acting, as the kubelet does: a pod whose containers take
+	// long to create (a large module compiling) shows Pending/ContainerCreating meanwhile.
+	k.mu.Lock()
+	prevErrs := maps.Clone(k.errors[pod.UID])
+	k.mu.Unlock()
+	if _, err := k.status.SetPodStatus(ctx, pod, k.generate(pod, rs, prevErrs)); err != nil && ctx.Err() == nil {
+		log.Warn("updating pod status", "err", err)
+	}
 	res := k.runtime.SyncPod(ctx, pod, rs, k.prober.Unhealthy)
 	if res.Err != nil && ctx.Err() == nil {
 		log.Warn("syncing pod", "err", res.Err)

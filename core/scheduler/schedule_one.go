@@ -199,7 +199,9 @@ func (s *Scheduler) schedulePod(ctx context.Context, fw *framework.Framework, ps
 		return "", &framework.FitError{Pod: pod, NumAllNodes: len(all), Diagnosis: diag}
 	}
 	if len(feasible) == 1 {
-		return feasible[0].Node().Name, nil
+		host := feasible[0].Node().Name
+		state.Write(summaryKey, newSummary(fw.ProfileName(), len(all), 1, diag, nil, host))
+		return host, nil
 	}
 	if st := ps.RunPreScorePlugins(ctx, state, pod, feasible); !st.IsSuccess() {
 		return "", st.Err()
@@ -208,7 +210,9 @@ func (s *Scheduler) schedulePod(ctx context.Context, fw *framework.Framework, ps
 	if !st.IsSuccess() {
 		return "", st.Err()
 	}
-	return selectHost(scores), nil
+	host := selectHost(scores)
+	state.Write(summaryKey, newSummary(fw.ProfileName(), len(all), len(feasible), diag, scores, host))
+	return host, nil
 }
 
 // selectHost returns the highest-scoring node, breaking ties uniformly at random.

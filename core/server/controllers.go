@@ -15,6 +15,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/namespace"
 	"github.com/wasmplane/wasmplane/core/controller/nodelifecycle"
 	"github.com/wasmplane/wasmplane/core/controller/replicaset"
+	"github.com/wasmplane/wasmplane/core/controller/resourcequota"
 	"github.com/wasmplane/wasmplane/core/controller/serviceaccount"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -121,6 +122,10 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	if err != nil {
 		return fail(err)
 	}
+	rqc, err := resourcequota.New(client, md, factory, resourcequota.Options{Logger: log})
+	if err != nil {
+		return fail(err)
+	}
 	gc := garbagecollector.New(md, client.Discovery(), log)
 	nlc, err := nodelifecycle.New(client, factory, nodelifecycle.Options{Logger: log})
 	if err != nil {
@@ -134,6 +139,7 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	wg.Go(func() { nlc.Run(ctx) })
 	wg.Go(func() { crac.Run(ctx, 1) })
 	wg.Go(func() { sac.Run(ctx, 1) })
+	wg.Go(func() { rqc.Run(ctx, 2) })
 	wg.Go(func() {
 		if err := gc.Run(ctx, 5); err != nil && ctx.Err() == nil {
 			log.Error("garbage collector stopped", "err", err)

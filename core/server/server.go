@@ -72,9 +72,9 @@ type Config struct {
 	AnonymousAuth bool
 	// AuthenticationOrder orders the authenticators (default DefaultAuthenticationOrder).
 	AuthenticationOrder []string
-	// DisableKubelet runs no node in this process (pods are bound but not run unless a
-	// `wasmplane agent` joins).
-	DisableKubelet bool
+	// RunKubelet runs a node (kubelet + container runtime) in this process, as `up` does
+	// unless --disable-kubelet; library users and tests get none unless they ask.
+	RunKubelet bool
 	// NodeName names this process's node (default the hostname).
 	NodeName string
 	// KubeletPort is the kubelet's HTTPS port (0 = 10250, -1 = a free port).
@@ -283,6 +283,9 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if err := srv.EnsureSystemNamespaces(ctx); err != nil {
 		return fail(err)
 	}
+	if err := srv.EnsureSystemPriorityClasses(ctx); err != nil {
+		return fail(err)
+	}
 	hs := &http.Server{Handler: srv.Handler, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 1 << 20, TLSConfig: tlsConfig}
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- hs.ServeTLS(ln, "", "") }()
@@ -350,7 +353,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		inst.closers = append(inst.closers, stopScheduler)
 		inst.mu.Unlock()
 	}
-	if !cfg.DisableKubelet {
+	if cfg.RunKubelet {
 		nc, err := sec.localNode(&cfg, inst.url)
 		if err != nil {
 			cancel()

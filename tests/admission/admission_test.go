@@ -37,7 +37,7 @@ type env struct {
 
 func start(t *testing.T) *env {
 	t.Helper()
-	inst, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), Port: 0, DisableKubelet: true})
+	inst, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), Port: 0})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ func TestUninitializedObjectsAreHidden(t *testing.T) {
 }
 
 func TestInitializerTimeout(t *testing.T) {
-	inst, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), Port: 0, InitializerTimeout: 2 * time.Second, DisableKubelet: true})
+	inst, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), Port: 0, InitializerTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

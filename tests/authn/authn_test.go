@@ -47,7 +47,7 @@ func start(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	inst, err := server.Start(context.Background(), server.Config{DataDir: filepath.Join(dir, "data"), Port: 0, Logger: testserver.Logger(),
-		TokenAuthFile: tokens, AnonymousAuth: true, DisableScheduler: true, DisableKubelet: true})
+		TokenAuthFile: tokens, AnonymousAuth: true, DisableScheduler: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func BenchmarkAuthenticatedGET(b *testing.B) {
 		b.Fatal(err)
 	}
 	inst, err := server.Start(context.Background(), server.Config{DataDir: filepath.Join(dir, "data"), Port: 0, InsecurePort: -1,
-		Logger: testserver.Logger(), TokenAuthFile: tokens, DisableScheduler: true, DisableKubelet: true,
+		Logger: testserver.Logger(), TokenAuthFile: tokens, DisableScheduler: true,
 		AuthenticationOrder: []string{server.AuthWASM, server.AuthX509, server.AuthTokenFile, server.AuthServiceAccount}})
 	if err != nil {
 		b.Fatal(err)

@@ -28,8 +28,12 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// modules are the example workloads built once for the whole test binary.
-var modules map[string]string
+// modules are the example workloads built once for the whole test binary, and kubectlBin
+// upstream kubectl built from tests/kubectl/cmd/kubectl.
+var (
+	modules    map[string]string
+	kubectlBin string
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -45,6 +49,10 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if modules, err = workloads.Build(ctx, dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if kubectlBin, err = testserver.Build(dir, "github.com/wasmplane/wasmplane/tests/kubectl/cmd/kubectl"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -257,7 +265,7 @@ func TestInitContainerTwoContainersAndLogs(t *testing.T) {
 		Containers:     []corev1.Container{container("counter", "counter", "50ms"), container("hello", "toolbox", "echo", "hi there")},
 		RestartPolicy:  corev1.RestartPolicyOnFailure,
 	}})
-	p := e.waitPod("web", "Running", 60*time.Second, func(p *corev1.Pod) bool {
+	p := e.waitPod("web", "Running", 180*time.Second, func(p *corev1.Pod) bool {
 		if p.Status.Phase != corev1.PodRunning || len(p.Status.InitContainerStatuses) != 1 {
 			return false
 		}
@@ -338,7 +346,7 @@ func TestCrashLoopBackOff(t *testing.T) {
 	e.create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "crasher"}, Spec: corev1.PodSpec{
 		Containers: []corev1.Container{container("crash", "crash")}}})
 	sawBackOff := false
-	p := e.waitPod("crasher", "crash-looping", 60*time.Second, func(p *corev1.Pod) bool {
+	p := e.waitPod("crasher", "crash-looping", 180*time.Second, func(p *corev1.Pod) bool {
 		if len(p.Status.ContainerStatuses) == 0 {
 			return false
 		}
@@ -375,7 +383,7 @@ func TestRestartPolicyNever(t *testing.T) {
 		code   int32
 		reason string
 	}{{"ok", corev1.PodSucceeded, 0, "Completed"}, {"bad", corev1.PodFailed, 3, "Error"}} {
-		p := e.waitPod(tc.name, string(tc.phase), 60*time.Second, func(p *corev1.Pod) bool { return p.Status.Phase == tc.phase })
+		p := e.waitPod(tc.name, string(tc.phase), 180*time.Second, func(p *corev1.Pod) bool { return p.Status.Phase == tc.phase })
 		term := p.Status.ContainerStatuses[0].State.Terminated
 		if term == nil || term.ExitCode != tc.code || term.Reason != tc.reason || p.Status.ContainerStatuses[0].RestartCount != 0 {
 			t.Errorf("%s: container state = %+v", tc.name, p.Status.ContainerStatuses[0])
@@ -406,7 +414,7 @@ func TestDeletePodStopsContainersWithinGrace(t *testing.T) {
 	e := setup(t)
 	pod := e.create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "doomed"}, Spec: corev1.PodSpec{
 		Containers: []corev1.Container{container("c", "counter")}, TerminationGracePeriodSeconds: grace(5)}})
-	e.waitPod("doomed", "Running", 60*time.Second, running)
+	e.waitPod("doomed", "Running", 180*time.Second, running)
 	start := time.Now()
 	if err := e.cs.CoreV1().Pods("default").Delete(context.Background(), "doomed", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -433,7 +441,7 @@ func TestLivenessProbeRestartsContainer(t *testing.T) {
 		PeriodSeconds: 1, TimeoutSeconds: 5}
 	e.create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unhealthy"}, Spec: corev1.PodSpec{Containers: []corev1.Container{c, r}, TerminationGracePeriodSeconds: grace(1)}})
 	sawReady := false
-	e.waitPod("unhealthy", "restarted by liveness", 90*time.Second, func(p *corev1.Pod) bool {
+	e.waitPod("unhealthy", "restarted by liveness", 180*time.Second, func(p *corev1.Pod) bool {
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.Name == "ready" && cs.Ready {
 				sawReady = true
@@ -451,13 +459,13 @@ func TestLivenessProbeRestartsContainer(t *testing.T) {
 func TestKubeletRestartKeepsHealthyContainers(t *testing.T) {
 	e := setup(t)
 	e.create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "steady"}, Spec: corev1.PodSpec{Containers: []corev1.Container{container("c", "counter", "1s")}}})
-	before := e.waitPod("steady", "Running", 60*time.Second, running)
+	before := e.waitPod("steady", "Running", 180*time.Second, running)
 	id := before.Status.ContainerStatuses[0].ContainerID
 	e.stopKubelet()
 	e.startKubelet()
 	// A new pod running proves the new kubelet synced; then the old one must be untouched.
 	e.create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "after"}, Spec: corev1.PodSpec{Containers: []corev1.Container{container("c", "counter", "1s")}}})
-	e.waitPod("after", "Running", 60*time.Second, running)
+	e.waitPod("after", "Running", 180*time.Second, running)
 	after, err := e.cs.CoreV1().Pods("default").Get(context.Background(), "steady", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -482,12 +490,16 @@ func TestStoppedKubeletMakesNodeNotReadyAndEvicts(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); nlc.Run(ctx) }()
 	defer func() { cancel(); <-done; factory.Shutdown() }()
-	e.create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "victim"}, Spec: corev1.PodSpec{Containers: []corev1.Container{container("c", "counter", "1s")}}})
+	// DefaultTolerationSeconds gives every pod 300 s on an unreachable node, as in
+	// Kubernetes; the victim asks to be evicted at once.
+	now := int64(0)
+	e.create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "victim"}, Spec: corev1.PodSpec{Containers: []corev1.Container{container("c", "counter", "1s")},
+		Tolerations: []corev1.Toleration{{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &now}}}})
 	tolerant := int64(3600)
 	e.create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "tolerant"}, Spec: corev1.PodSpec{Containers: []corev1.Container{container("c", "counter", "1s")},
 		Tolerations: []corev1.Toleration{{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &tolerant}}}})
-	e.waitPod("victim", "Running", 60*time.Second, running)
-	e.waitPod("tolerant", "Running", 60*time.Second, running)
+	e.waitPod("victim", "Running", 180*time.Second, running)
+	e.waitPod("tolerant", "Running", 180*time.Second, running)
 	e.stopKubelet()
 	e.poll(30*time.Second, "node NotReady and tainted", func(ctx context.Context) (bool, error) {
 		n, err := e.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})

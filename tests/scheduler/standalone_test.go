@@ -13,6 +13,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/scheduler"
 	"github.com/wasmplane/wasmplane/core/server"
 	v1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -24,9 +25,16 @@ func TestPreemption(t *testing.T) {
 	e.createNode(t, nodeSpec{name: "only", cpu: "2", mem: "4Gi"})
 	const ns = "preempt"
 	e.createNamespace(t, ns)
-	low, high := int32(1), int32(1000)
+	// Priorities come from PriorityClasses: the Priority admission plugin refuses a pod
+	// that sets spec.priority itself, as Kubernetes does.
+	for name, value := range map[string]int32{"low": 1, "high": 1000} {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+		if _, err := e.client.SchedulingV1().PriorityClasses().Create(context.Background(), pc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	victim := basePod(ns, "victim")
-	victim.Spec.Priority = &low
+	victim.Spec.PriorityClassName = "low"
 	victim.Spec.Containers[0].Resources = requests("1500m", "1Gi")
 	// No kubelet runs here to finish a graceful deletion: let the eviction be immediate.
 	zero := int64(0)
@@ -35,7 +43,7 @@ func TestPreemption(t *testing.T) {
 	e.waitBound(t, ns, "victim", 20*time.Second)
 
 	pre := basePod(ns, "preemptor")
-	pre.Spec.Priority = &high
+	pre.Spec.PriorityClassName = "high"
 	pre.Spec.Containers[0].Resources = requests("1500m", "1Gi")
 	e.createPod(t, pre)
 	got := e.waitBound(t, ns, "preemptor", 30*time.Second)

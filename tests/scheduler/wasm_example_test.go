@@ -54,8 +54,9 @@ func TestSchedulingStrategyExample(t *testing.T) {
 	e := startWasmEnv(t)
 	const ns = "strategy"
 	e.createNamespace(t, ns)
+	// The pods are kept to the three demo nodes: the server may register nodes of its own.
 	for i := 0; i < 3; i++ {
-		e.createNode(t, nodeSpec{name: nodeName(i), cpu: "4", mem: "16Gi"})
+		e.createNode(t, nodeSpec{name: nodeName(i), cpu: "4", mem: "16Gi", labels: map[string]string{"strategy-demo": "yes"}})
 	}
 	digest := e.push(t, mods[strategyScorePkg])
 	e.applyManifest(t, "spread.yaml", digest)
@@ -64,6 +65,7 @@ func TestSchedulingStrategyExample(t *testing.T) {
 		for i := 0; i < 6; i++ {
 			p := basePod(ns, fmt.Sprintf("%s-%d", prefix, i))
 			p.Spec.Containers[0].Resources = requests("500m", "256Mi")
+			p.Spec.NodeSelector = map[string]string{"strategy-demo": "yes"}
 			e.createPod(t, p)
 		}
 		for i := 0; i < 6; i++ {

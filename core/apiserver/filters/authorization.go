@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/wasmplane/wasmplane/core/authz"
+	"github.com/wasmplane/wasmplane/core/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -32,7 +34,9 @@ func AttributesFrom(req *http.Request) authz.Attributes {
 func WithAuthorization(h http.Handler, a authz.Authorizer, writeErr ErrorWriter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		attrs := AttributesFrom(req)
+		start := time.Now()
 		decision, reason, err := a.Authorize(req.Context(), attrs)
+		trace.From(req.Context()).Add(start, "authorization", attrs.Verb+" "+attrs.Resource, decision.String(), reason)
 		if decision == authz.DecisionAllow {
 			h.ServeHTTP(w, req)
 			return

@@ -5,11 +5,14 @@ package filters
 import (
 	"context"
 	"fmt"
-	"github.com/wasmplane/wasmplane/core/authn"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
+
+	"github.com/wasmplane/wasmplane/core/authn"
+	"github.com/wasmplane/wasmplane/core/trace"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -61,6 +64,7 @@ func (AdminAuthenticator) AuthenticateRequest(*http.Request) (*User, []string, b
 // succeeds wins, the Authorization header is dropped, and the user goes in the context.
 func WithAuthentication(h http.Handler, auth Authenticator, writeErr ErrorWriter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		start := time.Now()
 		u, _, ok, err := auth.AuthenticateRequest(req)
 		if err != nil || !ok {
 			if err != nil {
@@ -70,7 +74,14 @@ func WithAuthentication(h http.Handler, auth Authenticator, writeErr ErrorWriter
 			return
 		}
 		req.Header.Del("Authorization")
-		h.ServeHTTP(w, req.WithContext(WithUser(req.Context(), u)))
+		ctx := WithUser(req.Context(), u)
+		if req.Method == http.MethodPost {
+			// Creates are traced (see core/trace); the trace starts with who sent them.
+			t := &trace.Trace{}
+			t.Add(start, "authentication", u.Authenticator, "authenticated", fmt.Sprintf("user %q groups %v", u.Name, u.Groups))
+			ctx = trace.With(ctx, t)
+		}
+		h.ServeHTTP(w, req.WithContext(ctx))
 	})
 }
 

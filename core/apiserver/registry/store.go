@@ -14,6 +14,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/admission"
 	"github.com/wasmplane/wasmplane/core/apiserver/filters"
 	"github.com/wasmplane/wasmplane/core/storage"
+	"github.com/wasmplane/wasmplane/core/trace"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -54,6 +55,13 @@ type Store struct {
 	Now func() time.Time
 	// Initializers, when set, adds pending initializers to new objects.
 	Initializers Initializers
+	// Traces, when set, keeps the journey of created objects (`wasmplane trace`).
+	Traces *trace.Store
+}
+
+// TraceKey is the key of an object's record in Traces.
+func (s *Store) TraceKey(namespace, name string) string {
+	return s.Resource.Name + "/" + namespace + "/" + name
 }
 
 // NewStore returns a Store keeping r under prefix in s.
@@ -161,6 +169,9 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 		return nil, apierrors.NewInternalError(err)
 	}
 	s.Resource.Strategy.Default(obj)
+	// Kubernetes prepares the object after mutating admission: what the server derives
+	// (a pod's QoS class from LimitRanger's defaults) sees the plugins' changes.
+	s.Resource.Strategy.PrepareForCreate(ctx, obj)
 	if errs := s.validateMeta(accessor); len(errs) > 0 {
 		return nil, s.invalid(accessor.GetName(), errs)
 	}
@@ -189,6 +200,7 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 		return obj, nil
 	}
 	out := s.Resource.NewFunc()
+	storeStart := time.Now()
 	err = s.Storage.Create(ctx, s.Key(namespace, accessor.GetName()), obj, out)
 	// A generated name that is already taken is drawn again, as Kubernetes does.
 	for try := 0; apierrors.IsAlreadyExists(err) && generated && try < 8; try++ {
@@ -197,6 +209,16 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 	}
 	if err != nil {
 		return nil, err
+	}
+	if s.Traces != nil {
+		if m, err := meta.Accessor(out); err == nil {
+			steps := append(trace.From(ctx).Steps(), trace.Step{Time: storeStart, Duration: time.Since(storeStart),
+				Component: "storage", Step: "create", Result: "stored", Detail: "resourceVersion " + m.GetResourceVersion()})
+			if len(pending) > 0 {
+				steps = append(steps, trace.Step{Time: time.Now(), Component: "initializers", Step: "pending", Result: "waiting", Detail: strings.Join(pending, ", ")})
+			}
+			s.Traces.Begin(s.TraceKey(namespace, m.GetName()), string(m.GetUID()), steps)
+		}
 	}
 	if len(pending) > 0 {
 		s.Initializers.Waiting(s.Resource.GroupVersion.WithResource(s.Resource.Name), namespace, accessor.GetName())
@@ -359,6 +381,7 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 	key := s.Key(namespace, name)
 	created := false
 	var dryRunResult runtime.Object
+	var oldPending string
 	out := s.Resource.NewFunc()
 	err := s.Storage.GuaranteedUpdate(ctx, key, out, true, nil, func(current runtime.Object, _ storage.ResponseMeta) (runtime.Object, error) {
 		existingMeta, err := meta.Accessor(current)
@@ -369,6 +392,9 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 		var existing runtime.Object
 		if exists {
 			existing = current
+		}
+		if existing != nil {
+			oldPending = strings.Join(PendingInitializers(existing), ",")
 		}
 		obj, err := objFunc(ctx, existing)
 		if err != nil {
@@ -455,6 +481,9 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 	}
 	if s.Initializers != nil && len(PendingInitializers(out)) > 0 {
 		s.Initializers.Waiting(s.Resource.GroupVersion.WithResource(s.Resource.Name), namespace, name)
+	}
+	if newPending := strings.Join(PendingInitializers(out), ","); s.Traces != nil && newPending != oldPending {
+		s.traceInitializer(ctx, namespace, name, out, oldPending, newPending)
 	}
 	// An update that removed the last finalizer of an object being deleted completes the
 	// deletion, as in Kubernetes.
@@ -683,3 +712,27 @@ func generateName(base string) string {
 
 // UIDPtr is a convenience for preconditions.
 func UIDPtr(u types.UID) *types.UID { return &u }
+
+// traceInitializer records that an initializer finished (removed itself from pending).
+func (s *Store) traceInitializer(ctx context.Context, namespace, name string, out runtime.Object, before, after string) {
+	m, err := meta.Accessor(out)
+	if err != nil {
+		return
+	}
+	by := ""
+	if u, ok := filters.UserFrom(ctx); ok {
+		by = " by " + u.Name
+	}
+	result := "initialized"
+	if after != "" {
+		result = "pending " + after
+	}
+	var done []string
+	for _, n := range strings.Split(before, ",") {
+		if n != "" && !slices.Contains(strings.Split(after, ","), n) {
+			done = append(done, n)
+		}
+	}
+	s.Traces.Append(s.TraceKey(namespace, name), string(m.GetUID()), trace.Step{Time: time.Now(), Component: "initializers",
+		Step: strings.Join(done, ","), Result: result, Detail: "pending [" + before + "] → [" + after + "]" + by})
+}

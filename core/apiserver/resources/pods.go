@@ -92,6 +92,7 @@ func podSubresources(s *endpoints.Scope) []endpoints.Subresource {
 		endpoints.StatusSubresource(s, statusOnly()),
 		{Name: "binding", Kind: corev1.SchemeGroupVersion.WithKind("Binding"), Handlers: map[string]endpoints.HandlerFunc{http.MethodPost: bindHandler(s)}},
 		{Name: "log", Handlers: map[string]endpoints.HandlerFunc{http.MethodGet: logHandler(s)}},
+		{Name: "trace", Handlers: map[string]endpoints.HandlerFunc{http.MethodGet: traceHandler(s)}},
 	}
 }
 
@@ -110,7 +111,11 @@ func bindHandler(s *endpoints.Scope) endpoints.HandlerFunc {
 				return nil, apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Binding").GroupKind(), r.Name,
 					field.ErrorList{field.Required(field.NewPath("target", "name"), "")})
 			}
-			_, _, err := s.Store.Update(ctx, r.Namespace, r.Name, func(_ context.Context, existing runtime.Object) (runtime.Object, error) {
+			// The scheduler's summary goes to the pod's trace, not onto the pod.
+			summary, hasSummary := b.Annotations[TraceSchedulingAnnotation]
+			delete(b.Annotations, TraceSchedulingAnnotation)
+			start := time.Now()
+			bound, _, err := s.Store.Update(ctx, r.Namespace, r.Name, func(_ context.Context, existing runtime.Object) (runtime.Object, error) {
 				if existing == nil {
 					return nil, apierrors.NewNotFound(corev1.Resource("pods"), r.Name)
 				}
@@ -137,6 +142,7 @@ func bindHandler(s *endpoints.Scope) endpoints.HandlerFunc {
 			if err != nil {
 				return nil, err
 			}
+			traceBinding(ctx, s.Store, r, b, bound, summary, hasSummary, start)
 			return &metav1.Status{Status: metav1.StatusSuccess, Code: http.StatusCreated}, nil
 		})
 	}

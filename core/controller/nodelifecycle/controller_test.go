@@ -55,20 +55,21 @@ func TestUnrenewedLeaseMarksNodeAndEvicts(t *testing.T) {
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: corev1.NamespaceNodeLease}, Spec: coordinationv1.LeaseSpec{RenewTime: &renew}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "u"}, Spec: corev1.PodSpec{NodeName: "n1"},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
-	client := fake.NewClientset(node, lease, pod)
+	client := fake.NewSimpleClientset(node, lease, pod) //nolint:staticcheck // NewClientset needs apply configurations for informers to sync
 	factory := informers.NewSharedInformerFactory(client, 0)
 	c, err := New(client, factory, Options{GracePeriod: 40 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	factory.Start(ctx.Done())
+	defer func() { cancel(); factory.Shutdown() }()
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		t.Fatal("caches did not sync")
 	}
-	defer factory.Shutdown()
-	c.Sync(ctx, start.Add(10*time.Second))
+	// The grace period counts from when the controller first saw the renewal.
+	c.Sync(ctx, start)
+	c.Sync(ctx, start.Add(30*time.Second))
 	if n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}); len(n.Spec.Taints) != 0 {
 		t.Fatalf("healthy node tainted: %v", n.Spec.Taints)
 	}

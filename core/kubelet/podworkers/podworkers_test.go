@@ -49,7 +49,7 @@ func TestSerializedLatestWins(t *testing.T) {
 	w.Update(pod("b", "1"))
 	close(release)
 	deadline := time.After(10 * time.Second)
-	for n := 0; n < 3; n++ {
+	for n := 0; n < 2; n++ {
 		select {
 		case <-started:
 		case <-deadline:

@@ -35,6 +35,13 @@ type CycleCounter interface {
 // DefaultProfile is the profile a plugin joins when spec.scheduler.profiles is empty.
 const DefaultProfile = "default-scheduler"
 
+// DefaultSchedulingTimeout is the call deadline of a scheduling plugin without
+// spec.limits.timeout. The first call of each instance carries every node document of the
+// cluster into its node table (ABI §7.6): with the Go SDK that takes seconds for 5,000
+// nodes, and a call cut off at the general 1 s default would discard the instance and
+// leave the next call as cold, so the plugin would never answer.
+const DefaultSchedulingTimeout = 10 * time.Second
+
 // retireBackstop closes a replaced plugin after this long even if the scheduler started no
 // new cycle (an idle scheduler): no scheduling cycle lasts that long.
 const retireBackstop = 2 * time.Minute
@@ -154,7 +161,11 @@ func (m *Manager) loadScheduling(ctx context.Context, o *object) (*schedEntry, e
 	if o.spec.Config != nil {
 		cfgJSON = o.spec.Config.Raw
 	}
-	p, err := m.cfg.Runtime.Load(ctx, mod, wasm.PluginConfig{Name: o.name, Namespace: o.namespace, Config: cfgJSON, Limits: limits(o.spec.Limits)})
+	lim := limits(o.spec.Limits)
+	if lim.Timeout == 0 {
+		lim.Timeout = DefaultSchedulingTimeout
+	}
+	p, err := m.cfg.Runtime.Load(ctx, mod, wasm.PluginConfig{Name: o.name, Namespace: o.namespace, Config: cfgJSON, Limits: lim})
 	if err != nil {
 		return nil, err
 	}

@@ -19,8 +19,9 @@ import (
 )
 
 type container struct {
-	rec  containerRecord
-	proc *proc // non-nil while the guest runs
+	rec      containerRecord
+	proc     *proc // non-nil while the guest runs
+	starting bool  // StartContainer is instantiating the guest
 }
 
 // proc is a running guest.
@@ -39,6 +40,10 @@ func (s *Server) CreateContainer(_ context.Context, req *runtimeapi.CreateContai
 	md := cfg.GetMetadata()
 	if md == nil || md.GetName() == "" {
 		return nil, status.Error(codes.InvalidArgument, "container config metadata.name is required")
+	}
+	if sc := cfg.GetLinux().GetSecurityContext(); sc.GetRunAsGroup() != nil && sc.GetRunAsUser() == nil && sc.GetRunAsUsername() == "" {
+		// Same validation as other runtimes; WASI has no users, so the ids are otherwise ignored.
+		return nil, status.Error(codes.InvalidArgument, "run_as_group is set without run_as_user or run_as_username")
 	}
 	ref := cfg.GetImage().GetImage()
 	img, err := s.images.Resolve(ref)
@@ -119,36 +124,42 @@ func (s *Server) CreateContainer(_ context.Context, req *runtimeapi.CreateContai
 // StartContainer instantiates the module and runs its _start in a goroutine.
 func (s *Server) StartContainer(_ context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil, status.Error(codes.Unavailable, "runtime is shutting down")
 	}
 	_, c, err := lookupID(s.containers, req.GetContainerId())
 	if err != nil {
+		s.mu.Unlock()
 		return nil, grpcErr("container", req.GetContainerId(), err)
 	}
-	if c.rec.State != stateCreated {
+	if c.rec.State != stateCreated || c.starting {
+		s.mu.Unlock()
 		return nil, status.Errorf(codes.FailedPrecondition, "container %q is %s, not CONTAINER_CREATED", c.rec.ID, c.rec.State)
 	}
 	sb := s.sandboxes[c.rec.SandboxID]
 	if sb == nil {
+		s.mu.Unlock()
 		return nil, status.Errorf(codes.FailedPrecondition, "sandbox %q of container %q is gone", c.rec.SandboxID, c.rec.ID)
 	}
-	logPath := ""
-	if sb.rec.LogDirectory != "" && c.rec.LogPath != "" {
-		logPath = filepath.Join(sb.rec.LogDirectory, c.rec.LogPath)
+	// Instantiation (file I/O, data segments, initial memory) runs without the lock so pods
+	// start in parallel and status calls are not held up; starting keeps a second Start out.
+	c.starting = true
+	rec, sbRec := c.rec, sb.rec
+	s.mu.Unlock()
+
+	g, err := s.prepareGuest(rec, sbRec)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.starting = false
+	if s.closed || s.containers[rec.ID] != c {
+		if g != nil {
+			g.discard()
+		}
+		return nil, status.Errorf(codes.Aborted, "container %q was removed (or the runtime closed) while starting", rec.ID)
 	}
-	lf, err := crilog.Open(logPath)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "open container log: %v", err)
-	}
-	if err := s.writeEtcFiles(c, &sb.rec); err != nil {
-		_ = lf.Close()
-		return nil, status.Errorf(codes.Internal, "prepare container files: %v", err)
-	}
-	p, err := s.startGuest(c, &sb.rec, lf)
-	if err != nil {
-		_ = lf.Close()
 		// A container that cannot start is exited with an error, as runc reports a failed exec.
 		c.rec.State = stateExited
 		c.rec.FinishedAt = nowNano()
@@ -164,7 +175,7 @@ func (s *Server) StartContainer(_ context.Context, req *runtimeapi.StartContaine
 		s.emitLocked(c, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 		return nil, status.Errorf(codes.Unknown, "start container %q: %v", c.rec.ID, err)
 	}
-	c.proc = p
+	c.proc = s.runGuestLocked(c, g)
 	c.rec.State = stateRunning
 	c.rec.StartedAt = nowNano()
 	s.persistLocked(c)
@@ -243,8 +254,8 @@ func (s *Server) removeContainer(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if c.proc != nil {
-		return status.Errorf(codes.FailedPrecondition, "container %q was restarted while being removed", fullID)
+	if c.proc != nil || c.starting {
+		return status.Errorf(codes.FailedPrecondition, "container %q is starting; retry the removal", fullID)
 	}
 	if err := os.RemoveAll(s.containerDir(fullID)); err != nil {
 		return fmt.Errorf("remove container directory: %w", err)

@@ -3,6 +3,7 @@ package wasi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -112,7 +113,7 @@ func (s *Server) StreamContainerStats(req *runtimeapi.StreamContainerStatsReques
 	s.mu.Unlock()
 	for i := 0; i < len(items); i += streamChunk {
 		if err := stream.Send(&runtimeapi.StreamContainerStatsResponse{ContainerStats: items[i:min(i+streamChunk, len(items))]}); err != nil {
-			return err
+			return fmt.Errorf("send container stats: %w", err)
 		}
 	}
 	return nil
@@ -162,4 +163,18 @@ func (s *Server) ListPodSandboxStats(_ context.Context, req *runtimeapi.ListPodS
 		out = append(out, s.podStatsLocked(s.sandboxes[p.Id]))
 	}
 	return &runtimeapi.ListPodSandboxStatsResponse{Stats: out}, nil
+}
+
+// StreamPodSandboxStats sends the ListPodSandboxStats result in chunks.
+func (s *Server) StreamPodSandboxStats(req *runtimeapi.StreamPodSandboxStatsRequest, stream grpc.ServerStreamingServer[runtimeapi.StreamPodSandboxStatsResponse]) error {
+	resp, err := s.ListPodSandboxStats(stream.Context(), &runtimeapi.ListPodSandboxStatsRequest{Filter: req.GetFilter()})
+	if err != nil {
+		return err
+	}
+	for i := 0; i < len(resp.Stats); i += streamChunk {
+		if err := stream.Send(&runtimeapi.StreamPodSandboxStatsResponse{PodSandboxStats: resp.Stats[i:min(i+streamChunk, len(resp.Stats))]}); err != nil {
+			return fmt.Errorf("send pod sandbox stats: %w", err)
+		}
+	}
+	return nil
 }

@@ -100,6 +100,7 @@ func argv(rec *containerRecord) []string {
 // oomError marks a start that failed because the module's initial memory exceeds the limit.
 type oomError struct{ limit uint64 }
 
+// Error implements error.
 func (e *oomError) Error() string {
 	return fmt.Sprintf("the module's initial memory exceeds the memory limit of %d bytes", e.limit)
 }
@@ -171,8 +172,8 @@ func (s *Server) prepareFS(rec *containerRecord) (wazero.FSConfig, error) {
 // writeEtcFiles writes /etc/hostname and /etc/resolv.conf (from the sandbox's DNS config)
 // into the scratch directory, as container runtimes do: WASI has no gethostname or resolver
 // configuration of its own, so programs read these files (or $HOSTNAME).
-func (s *Server) writeEtcFiles(c *container, sb *sandboxRecord) error {
-	etc := filepath.Join(s.scratchDir(c.rec.ID), "etc")
+func (s *Server) writeEtcFiles(id string, sb *sandboxRecord) error {
+	etc := filepath.Join(s.scratchDir(id), "etc")
 	if sb.Hostname == "" && len(sb.DNSServers)+len(sb.DNSSearches)+len(sb.DNSOptions) == 0 {
 		return nil
 	}
@@ -325,44 +326,84 @@ func firstLine(s string) string {
 	return s
 }
 
-// startGuest instantiates c's module and runs it in a goroutine that records the exit.
-// s.mu must be held.
-func (s *Server) startGuest(c *container, sb *sandboxRecord, lf *crilog.File) (*proc, error) {
-	rec := c.rec // the instance sees a snapshot; the record keeps changing under s.mu
+// guest is an instantiated container module that has not started yet.
+type guest struct {
+	rec        containerRecord
+	mod        api.Module
+	ctx        context.Context
+	p          *proc
+	outW, errW *crilog.Writer
+}
+
+// discard releases a guest that will not run.
+func (g *guest) discard() {
+	_ = g.mod.Close(context.Background())
+	g.p.cancel()
+	_ = g.p.log.Close()
+}
+
+// prepareGuest opens the container's log, writes its /etc files and instantiates its
+// module. It takes no lock: rec and sb are snapshots.
+func (s *Server) prepareGuest(rec containerRecord, sb sandboxRecord) (*guest, error) {
+	logPath := ""
+	if sb.LogDirectory != "" && rec.LogPath != "" {
+		logPath = filepath.Join(sb.LogDirectory, rec.LogPath)
+	}
+	lf, err := crilog.Open(logPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.writeEtcFiles(rec.ID, &sb); err != nil {
+		_ = lf.Close()
+		return nil, fmt.Errorf("prepare /etc files: %w", err)
+	}
 	rec.Envs = slices.Clone(rec.Envs)
 	if !hasEnv(rec.Envs, "HOSTNAME") && sb.Hostname != "" {
 		rec.Envs = append(rec.Envs, [2]string{"HOSTNAME", sb.Hostname})
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
-	outW, errW := lf.Writer(crilog.Stdout), lf.Writer(crilog.Stderr)
-	p := &proc{cancel: cancel, done: make(chan struct{}), mem: newMemoryLimiter(rec.MemoryLimit), log: lf}
-	mod, err := s.instantiate(ctx, guestSpec{rec: &rec, argv: argv(&rec), stdout: outW, stderr: errW, mem: p.mem})
+	g := &guest{
+		rec:  rec,
+		ctx:  ctx,
+		outW: lf.Writer(crilog.Stdout),
+		errW: lf.Writer(crilog.Stderr),
+		p:    &proc{cancel: cancel, done: make(chan struct{}), mem: newMemoryLimiter(rec.MemoryLimit), log: lf},
+	}
+	g.mod, err = s.instantiate(ctx, guestSpec{rec: &g.rec, argv: argv(&g.rec), stdout: g.outW, stderr: g.errW, mem: g.p.mem})
 	if err != nil {
 		cancel()
+		_ = lf.Close()
 		return nil, err
 	}
+	return g, nil
+}
+
+// runGuestLocked runs the guest's _start in a goroutine that records the exit. s.mu must
+// be held and the server not closed (so s.wg.Add cannot race Close's Wait).
+func (s *Server) runGuestLocked(c *container, g *guest) *proc {
+	p := g.p
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer close(p.done)
-		defer cancel()
-		_, err := mod.ExportedFunction("_start").Call(ctx)
+		defer p.cancel()
+		_, err := g.mod.ExportedFunction("_start").Call(g.ctx)
 		res := classify(err, p.killed.Load(), p.mem)
-		_ = mod.Close(context.Background())
-		if ferr := errors.Join(outW.Flush(), errW.Flush()); ferr != nil {
-			s.log.Warn("flush container log", "id", rec.ID, "err", ferr)
+		_ = g.mod.Close(context.Background())
+		if ferr := errors.Join(g.outW.Flush(), g.errW.Flush()); ferr != nil {
+			s.log.Warn("flush container log", "id", g.rec.ID, "err", ferr)
 		}
 		s.mu.Lock()
 		// When the runtime itself is closing, the exit is left unrecorded on disk so the
 		// next start reports it like a crash (255, RuntimeRestarted).
 		s.finishLocked(c, res, res.reason != "RuntimeRestarted")
 		s.mu.Unlock()
-		if err := lf.Close(); err != nil {
-			s.log.Warn("close container log", "id", rec.ID, "err", err)
+		if err := p.log.Close(); err != nil {
+			s.log.Warn("close container log", "id", g.rec.ID, "err", err)
 		}
-		s.log.Debug("container exited", "id", rec.ID, "code", res.code, "reason", res.reason)
+		s.log.Debug("container exited", "id", g.rec.ID, "code", res.code, "reason", res.reason)
 	}()
-	return p, nil
+	return p
 }
 
 func hasEnv(envs [][2]string, k string) bool {
@@ -382,6 +423,7 @@ type cappedBuffer struct {
 	max int
 }
 
+// Write implements io.Writer; it never fails, so the guest never sees a short write.
 func (b *cappedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -391,6 +433,7 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Bytes returns a copy of what was kept.
 func (b *cappedBuffer) Bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()

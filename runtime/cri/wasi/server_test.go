@@ -1,6 +1,7 @@
 package wasi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -644,5 +645,89 @@ func TestEtcFilesAndReadonlyRootfs(t *testing.T) {
 				t.Errorf("HOSTNAME not in the environment: %q", messages(lines, "stdout"))
 			}
 		})
+	}
+}
+
+func TestStreamingListsMatchLists(t *testing.T) {
+	e := newEnv(t)
+	e.importWorkload(t, "hello", "hello")
+	for i := range 3 {
+		sb := e.runSandbox(t, "pod-"+strconv.Itoa(i), nil)
+		e.createContainer(t, sb, "c", ctrOpts{image: "hello"})
+	}
+	ctx := ctxT(t)
+	ps, err := e.rt.StreamPodSandboxes(ctx, &runtimeapi.StreamPodSandboxesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		r, err := ps.Recv()
+		if err != nil {
+			break
+		}
+		n += len(r.PodSandboxes)
+	}
+	if n != 3 {
+		t.Errorf("StreamPodSandboxes sent %d sandboxes, want 3", n)
+	}
+	cs, err := e.rt.StreamContainers(ctx, &runtimeapi.StreamContainersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n = 0
+	for {
+		r, err := cs.Recv()
+		if err != nil {
+			break
+		}
+		n += len(r.Containers)
+	}
+	if n != 3 {
+		t.Errorf("StreamContainers sent %d containers, want 3", n)
+	}
+	stats, err := e.rt.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
+	if err != nil || len(stats.Stats) != 3 {
+		t.Errorf("ListPodSandboxStats = %d, %v", len(stats.GetStats()), err)
+	}
+}
+
+// Hand-assembled modules: `_start` executing `unreachable`, and a module exporting nothing.
+var (
+	trapModule = []byte{
+		0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+		0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // type section: () -> ()
+		0x03, 0x02, 0x01, 0x00, // function section: one function of type 0
+		0x07, 0x0a, 0x01, 0x06, '_', 's', 't', 'a', 'r', 't', 0x00, 0x00, // export "_start"
+		0x0a, 0x05, 0x01, 0x03, 0x00, 0x00, 0x0b, // code: unreachable; end
+	}
+	reactorModule = []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x04, 0x01, 0x60, 0x00, 0x00}
+)
+
+func TestTrapAndNonCommandModules(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.s.Images().Import(ctx, bytes.NewReader(trapModule), "trap"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Images().Import(ctx, bytes.NewReader(reactorModule), "reactor"); err != nil {
+		t.Fatal(err)
+	}
+	sb := e.runSandbox(t, "pod", nil)
+
+	id := e.createContainer(t, sb, "trap", ctrOpts{image: "trap"})
+	e.start(t, id)
+	st := e.waitExited(t, id)
+	if st.ExitCode != 134 || st.Reason != "Error" || !strings.Contains(st.Message, "unreachable") {
+		t.Errorf("trap: exit %d %q %q, want 134 Error with the trap message", st.ExitCode, st.Reason, st.Message)
+	}
+
+	id = e.createContainer(t, sb, "reactor", ctrOpts{image: "reactor"})
+	_, err := e.rt.StartContainer(ctxT(t), &runtimeapi.StartContainerRequest{ContainerId: id})
+	if err == nil || !strings.Contains(err.Error(), "_start") {
+		t.Errorf("starting a module without _start: %v", err)
+	}
+	if st := e.status(t, id); st.State != runtimeapi.ContainerState_CONTAINER_EXITED || st.Reason != "StartError" {
+		t.Errorf("after failed start: %v %q", st.State, st.Reason)
 	}
 }

@@ -64,10 +64,7 @@ func start(t testing.TB, dataDir string, port int, apiOnly bool) *Server {
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
 		inst, err = server.Start(context.Background(), server.Config{DataDir: dataDir, Port: port, Logger: Logger(),
-			DisableControllers: apiOnly, DisableScheduler: apiOnly,
-			// Tests create the Node objects they schedule onto; the kubelet tests start
-			// their own node.
-			DisableKubelet: true})
+			DisableControllers: apiOnly, DisableScheduler: apiOnly})
 		if err != nil {
 			t.Logf("starting wasmplane (will retry): %v", err)
 			return false, nil

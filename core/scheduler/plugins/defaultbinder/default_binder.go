@@ -24,10 +24,13 @@ func New(_ context.Context, _ json.RawMessage, h framework.Handle) (framework.Pl
 func (*DefaultBinder) Name() string { return names.DefaultBinder }
 
 // Bind posts a Binding for the pod.
-func (b *DefaultBinder) Bind(ctx context.Context, _ *framework.CycleState, pod *v1.Pod, node string) *framework.Status {
+func (b *DefaultBinder) Bind(ctx context.Context, state *framework.CycleState, pod *v1.Pod, node string) *framework.Status {
 	binding := &v1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
 		Target:     v1.ObjectReference{Kind: "Node", Name: node},
+	}
+	if sum, ok := framework.EncodedSummary(state); ok {
+		binding.Annotations = map[string]string{framework.TraceAnnotation: sum}
 	}
 	if err := b.h.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
 		return framework.AsStatus(fmt.Errorf("binding pod %s/%s to %s: %w", pod.Namespace, pod.Name, node, err))

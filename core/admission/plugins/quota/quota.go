@@ -1,0 +1,394 @@
+// Package quota measures what objects cost against a ResourceQuota — the usage of a pod
+// or of any counted object, scope matching, and resource-list arithmetic — for both the
+// ResourceQuota admission plugin and the quota controller, so that both charge alike.
+package quota
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// classicNames are the object-count names quota had before count/<resource>.
+var classicNames = map[schema.GroupResource]corev1.ResourceName{
+	{Resource: "pods"}:                   corev1.ResourcePods,
+	{Resource: "configmaps"}:             corev1.ResourceConfigMaps,
+	{Resource: "secrets"}:                corev1.ResourceSecrets,
+	{Resource: "services"}:               corev1.ResourceServices,
+	{Resource: "persistentvolumeclaims"}: corev1.ResourcePersistentVolumeClaims,
+	{Resource: "replicationcontrollers"}: corev1.ResourceReplicationControllers,
+	{Resource: "resourcequotas"}:         corev1.ResourceQuotas,
+}
+
+// podComputeNames are the compute names a pod is charged for.
+var podComputeNames = sets.New[corev1.ResourceName](
+	corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage,
+	corev1.ResourceRequestsCPU, corev1.ResourceRequestsMemory, corev1.ResourceRequestsEphemeralStorage,
+	corev1.ResourceLimitsCPU, corev1.ResourceLimitsMemory, corev1.ResourceLimitsEphemeralStorage,
+)
+
+// constrainedNames are the compute names every container must state when a quota limits
+// them (Kubernetes' backward-compatible rule for cpu and memory).
+var constrainedNames = sets.New[corev1.ResourceName](
+	corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceRequestsCPU, corev1.ResourceRequestsMemory,
+	corev1.ResourceLimitsCPU, corev1.ResourceLimitsMemory,
+)
+
+// CountName is the count/<resource>[.<group>] name of a resource.
+func CountName(gr schema.GroupResource) corev1.ResourceName {
+	if gr.Group == "" {
+		return corev1.ResourceName("count/" + gr.Resource)
+	}
+	return corev1.ResourceName("count/" + gr.Resource + "." + gr.Group)
+}
+
+// ResourceOf returns the resource a quota resource name counts objects of: a classic
+// name or count/<resource>[.<group>]. Compute names report false.
+func ResourceOf(name corev1.ResourceName) (schema.GroupResource, bool) {
+	for gr, n := range classicNames {
+		if n == name {
+			return gr, true
+		}
+	}
+	rest, ok := strings.CutPrefix(string(name), "count/")
+	if !ok || rest == "" {
+		return schema.GroupResource{}, false
+	}
+	res, group, _ := strings.Cut(rest, ".")
+	return schema.GroupResource{Group: group, Resource: res}, true
+}
+
+// Names returns every quota resource name objects of gr may be charged for.
+func Names(gr schema.GroupResource) sets.Set[corev1.ResourceName] {
+	out := sets.New(CountName(gr))
+	if n, ok := classicNames[gr]; ok {
+		out.Insert(n)
+	}
+	if gr == (schema.GroupResource{Resource: "pods"}) {
+		out = out.Union(podComputeNames)
+	}
+	return out
+}
+
+// Usage is what one object of gr costs. Every object costs one count/<resource>; a pod
+// also costs "pods" and its compute resources unless it is terminal (Kubernetes' rule).
+func Usage(gr schema.GroupResource, obj runtime.Object, now time.Time) corev1.ResourceList {
+	out := corev1.ResourceList{CountName(gr): *resource.NewQuantity(1, resource.DecimalSI)}
+	if pod, ok := obj.(*corev1.Pod); ok && gr.Resource == "pods" && gr.Group == "" {
+		if !PodCounts(pod, now) {
+			return out
+		}
+		out[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+		req, lim := podAggregate(pod, requestsOf), podAggregate(pod, limitsOf)
+		for _, n := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
+			if q, ok := req[n]; ok {
+				out[n] = q.DeepCopy()
+				out[corev1.ResourceName("requests."+string(n))] = q.DeepCopy()
+			}
+			if q, ok := lim[n]; ok {
+				out[corev1.ResourceName("limits."+string(n))] = q.DeepCopy()
+			}
+		}
+		return out
+	}
+	if n, ok := classicNames[gr]; ok {
+		out[n] = *resource.NewQuantity(1, resource.DecimalSI)
+	}
+	return out
+}
+
+// PodCounts reports whether a pod still uses quota: not terminal, and not stuck
+// terminating past its grace period (a lost node must not hold a namespace's quota).
+func PodCounts(pod *corev1.Pod, now time.Time) bool {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if pod.DeletionTimestamp != nil && pod.DeletionGracePeriodSeconds != nil {
+		if now.After(pod.DeletionTimestamp.Add(time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Matches reports whether quota q applies to obj of gr: a quota with scopes or a scope
+// selector applies to pods only, and only to those its scopes select.
+func Matches(q *corev1.ResourceQuota, gr schema.GroupResource, obj runtime.Object) bool {
+	var selectors []corev1.ScopedResourceSelectorRequirement
+	for _, s := range q.Spec.Scopes {
+		selectors = append(selectors, corev1.ScopedResourceSelectorRequirement{ScopeName: s, Operator: corev1.ScopeSelectorOpExists})
+	}
+	if q.Spec.ScopeSelector != nil {
+		selectors = append(selectors, q.Spec.ScopeSelector.MatchExpressions...)
+	}
+	if len(selectors) == 0 {
+		return true
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || gr.Resource != "pods" {
+		return false
+	}
+	for _, s := range selectors {
+		if !podMatchesScope(pod, s) {
+			return false
+		}
+	}
+	return true
+}
+
+func podMatchesScope(pod *corev1.Pod, s corev1.ScopedResourceSelectorRequirement) bool {
+	terminating := pod.Spec.ActiveDeadlineSeconds != nil && *pod.Spec.ActiveDeadlineSeconds >= 0
+	switch s.ScopeName {
+	case corev1.ResourceQuotaScopeTerminating:
+		return terminating
+	case corev1.ResourceQuotaScopeNotTerminating:
+		return !terminating
+	case corev1.ResourceQuotaScopeBestEffort:
+		return isBestEffort(pod)
+	case corev1.ResourceQuotaScopeNotBestEffort:
+		return !isBestEffort(pod)
+	case corev1.ResourceQuotaScopePriorityClass:
+		v := pod.Spec.PriorityClassName
+		switch s.Operator {
+		case corev1.ScopeSelectorOpExists:
+			return v != ""
+		case corev1.ScopeSelectorOpDoesNotExist:
+			return v == ""
+		case corev1.ScopeSelectorOpIn:
+			return sets.New(s.Values...).Has(v)
+		case corev1.ScopeSelectorOpNotIn:
+			return !sets.New(s.Values...).Has(v)
+		}
+	case corev1.ResourceQuotaScopeCrossNamespacePodAffinity:
+		return crossNamespaceAffinity(pod)
+	}
+	return false
+}
+
+func crossNamespaceAffinity(pod *corev1.Pod) bool {
+	a := pod.Spec.Affinity
+	if a == nil {
+		return false
+	}
+	var terms []corev1.PodAffinityTerm
+	if a.PodAffinity != nil {
+		terms = append(terms, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+		for _, w := range a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+			terms = append(terms, w.PodAffinityTerm)
+		}
+	}
+	if a.PodAntiAffinity != nil {
+		terms = append(terms, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+		for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+			terms = append(terms, w.PodAffinityTerm)
+		}
+	}
+	for _, t := range terms {
+		if len(t.Namespaces) > 0 || t.NamespaceSelector != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func isBestEffort(pod *corev1.Pod) bool {
+	all := append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
+	for _, c := range all {
+		for _, n := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if q, ok := c.Resources.Requests[n]; ok && !q.IsZero() {
+				return false
+			}
+			if q, ok := c.Resources.Limits[n]; ok && !q.IsZero() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Matching returns the names among hard that objects of gr are charged for.
+func Matching(gr schema.GroupResource, hard corev1.ResourceList) []corev1.ResourceName {
+	names := Names(gr)
+	var out []corev1.ResourceName
+	for n := range hard {
+		if names.Has(n) {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// PodConstraints is Kubernetes' rule that when a quota limits cpu or memory every
+// container states the matching request or limit.
+func PodConstraints(required []corev1.ResourceName, pod *corev1.Pod) error {
+	want := sets.New(required...).Intersection(constrainedNames)
+	if want.Len() == 0 {
+		return nil
+	}
+	missing := map[corev1.ResourceName]sets.Set[string]{}
+	check := func(c *corev1.Container) {
+		for n := range want {
+			list, base := c.Resources.Requests, n
+			switch {
+			case strings.HasPrefix(string(n), "requests."):
+				base = corev1.ResourceName(strings.TrimPrefix(string(n), "requests."))
+			case strings.HasPrefix(string(n), "limits."):
+				list, base = c.Resources.Limits, corev1.ResourceName(strings.TrimPrefix(string(n), "limits."))
+			}
+			if _, ok := list[base]; !ok {
+				if missing[n] == nil {
+					missing[n] = sets.New[string]()
+				}
+				missing[n].Insert(c.Name)
+			}
+		}
+	}
+	for i := range pod.Spec.Containers {
+		check(&pod.Spec.Containers[i])
+	}
+	for i := range pod.Spec.InitContainers {
+		check(&pod.Spec.InitContainers[i])
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(missing))
+	for n := range missing {
+		names = append(names, string(n))
+	}
+	sort.Strings(names)
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s for: %s", n, strings.Join(sets.List(missing[corev1.ResourceName(n)]), ",")))
+	}
+	return fmt.Errorf("must specify %s", strings.Join(parts, "; "))
+}
+
+// Mask keeps the entries of l named in names.
+func Mask(l corev1.ResourceList, names []corev1.ResourceName) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for _, n := range names {
+		if q, ok := l[n]; ok {
+			out[n] = q.DeepCopy()
+		}
+	}
+	return out
+}
+
+// Add returns a + b.
+func Add(a, b corev1.ResourceList) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for n, q := range a {
+		out[n] = q.DeepCopy()
+	}
+	for n, q := range b {
+		v, ok := out[n]
+		if !ok {
+			out[n] = q.DeepCopy()
+			continue
+		}
+		v.Add(q)
+		out[n] = v
+	}
+	return out
+}
+
+// Exceeded returns the names in a that are above their value in limit.
+func Exceeded(a, limit corev1.ResourceList) []corev1.ResourceName {
+	var out []corev1.ResourceName
+	for n, q := range a {
+		if l, ok := limit[n]; ok && q.Cmp(l) > 0 {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// NamesOf returns the names of a list, sorted.
+func NamesOf(l corev1.ResourceList) []corev1.ResourceName {
+	out := make([]corev1.ResourceName, 0, len(l))
+	for n := range l {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Equal reports whether a and b hold the same names and quantities.
+func Equal(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for n, q := range a {
+		if v, ok := b[n]; !ok || v.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// PrettyPrint formats a list as Kubernetes' quota errors do: "a=1,b=2", sorted.
+func PrettyPrint(l corev1.ResourceList) string {
+	parts := make([]string, 0, len(l))
+	for _, n := range NamesOf(l) {
+		q := l[n]
+		parts = append(parts, string(n)+"="+q.String())
+	}
+	return strings.Join(parts, ",")
+}
+
+func requestsOf(c *corev1.Container) corev1.ResourceList { return c.Resources.Requests }
+func limitsOf(c *corev1.Container) corev1.ResourceList   { return c.Resources.Limits }
+
+// podAggregate sums containers and sidecars, takes the max with each init container, and
+// adds overhead, as Kubernetes' resource helpers do.
+func podAggregate(pod *corev1.Pod, of func(*corev1.Container) corev1.ResourceList) corev1.ResourceList {
+	total := corev1.ResourceList{}
+	for i := range pod.Spec.Containers {
+		total = Add(total, of(&pod.Spec.Containers[i]))
+	}
+	sidecars, initMax := corev1.ResourceList{}, corev1.ResourceList{}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			total = Add(total, of(c))
+			sidecars = Add(sidecars, of(c))
+			initMax = maxOf(initMax, sidecars)
+			continue
+		}
+		initMax = maxOf(initMax, Add(of(c), sidecars))
+	}
+	total = maxOf(total, initMax)
+	for n, q := range pod.Spec.Overhead {
+		if v, ok := total[n]; ok {
+			v.Add(q)
+			total[n] = v
+		}
+	}
+	return total
+}
+
+func maxOf(a, b corev1.ResourceList) corev1.ResourceList {
+	out := Add(a, nil)
+	for n, q := range b {
+		if v, ok := out[n]; !ok || q.Cmp(v) > 0 {
+			out[n] = q.DeepCopy()
+		}
+	}
+	return out
+}
+
+// PodRequests and PodLimits are a pod's effective requests and limits.
+func PodRequests(pod *corev1.Pod) corev1.ResourceList { return podAggregate(pod, requestsOf) }
+
+// PodLimits is PodRequests for limits.
+func PodLimits(pod *corev1.Pod) corev1.ResourceList { return podAggregate(pod, limitsOf) }

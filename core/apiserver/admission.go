@@ -1,0 +1,177 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/wasmplane/wasmplane/core/admission"
+	"github.com/wasmplane/wasmplane/core/admission/plugins"
+	"github.com/wasmplane/wasmplane/core/apiserver/registry"
+	"github.com/wasmplane/wasmplane/core/apiserver/resources"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// builtinChain is the admission chain with Kubernetes' default built-in plugins, in
+// Kubernetes' order: mutating NamespaceLifecycle, LimitRanger, ServiceAccount,
+// DefaultTolerationSeconds, Priority, then the dynamic (WASM) mutators; validating
+// LimitRanger, ServiceAccount, Priority, then the dynamic validators, and ResourceQuota
+// last of all — as kube-apiserver runs it after the webhooks — so that a quota is charged
+// only once every other plugin has admitted the request.
+type builtinChain struct {
+	*admission.Chain
+	quota admission.Validator
+}
+
+// Validate runs the validating plugins, then charges quota.
+func (c *builtinChain) Validate(ctx context.Context, a *admission.Attributes) error {
+	if err := c.Chain.Validate(ctx, a); err != nil {
+		return err
+	}
+	return c.quota.Validate(ctx, a)
+}
+
+// builtinAdmission builds the chain of built-in plugins reading s's registry, followed by
+// the dynamic sources.
+func builtinAdmission(s *Server, sources []admission.Source) registry.Admission {
+	r := registryReader{s}
+	sa := &plugins.ServiceAccount{Accounts: r}
+	lr := &plugins.LimitRanger{Ranges: r}
+	pr := &plugins.Priority{Classes: r}
+	return &builtinChain{
+		Chain: &admission.Chain{
+			Mutating:   []admission.Mutator{lifecycleMutator{namespaceLifecycle{s}}, lr, sa, plugins.DefaultTolerationSeconds{}, pr},
+			Validating: []admission.Validator{lr, sa, pr},
+			Sources:    sources,
+		},
+		quota: &plugins.ResourceQuota{Quotas: r},
+	}
+}
+
+// lifecycleMutator runs NamespaceLifecycle in the mutating phase, first, as
+// kube-apiserver does: a write to a missing namespace is refused before any plugin
+// looks at the object.
+type lifecycleMutator struct{ namespaceLifecycle }
+
+// Admit implements admission.Mutator.
+func (l lifecycleMutator) Admit(ctx context.Context, a *admission.Attributes) error {
+	return l.Validate(ctx, a)
+}
+
+// registryReader serves the plugins' lookups from the server's stores: reads from the
+// watch cache (resourceVersion 0), with a quorum read where a miss could be a lag.
+type registryReader struct{ s *Server }
+
+func (r registryReader) store(gr schema.GroupResource) (*registry.Store, error) {
+	st := r.s.stores[gr]
+	if st == nil {
+		return nil, fmt.Errorf("resource %s is not served", gr)
+	}
+	return st, nil
+}
+
+// getFresh reads from the cache, and from etcd when the cache does not have the object yet.
+func (r registryReader) getFresh(ctx context.Context, gr schema.GroupResource, namespace, name string) (runtime.Object, error) {
+	st, err := r.store(gr)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := st.Get(ctx, namespace, name, &metav1.GetOptions{ResourceVersion: "0"})
+	if apierrors.IsNotFound(err) {
+		obj, err = st.Get(ctx, namespace, name, nil)
+	}
+	return obj, err
+}
+
+func (r registryReader) list(ctx context.Context, gr schema.GroupResource, namespace, rv string) (runtime.Object, error) {
+	st, err := r.store(gr)
+	if err != nil {
+		return nil, err
+	}
+	return st.List(ctx, namespace, &metav1.ListOptions{ResourceVersion: rv})
+}
+
+// GetServiceAccount implements plugins.ServiceAccountGetter.
+func (r registryReader) GetServiceAccount(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error) {
+	obj, err := r.getFresh(ctx, corev1.Resource("serviceaccounts"), namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*corev1.ServiceAccount), nil
+}
+
+// ListLimitRanges implements plugins.LimitRangeLister.
+func (r registryReader) ListLimitRanges(ctx context.Context, namespace string) ([]corev1.LimitRange, error) {
+	obj, err := r.list(ctx, corev1.Resource("limitranges"), namespace, "0")
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*corev1.LimitRangeList).Items, nil
+}
+
+// GetPriorityClass implements plugins.PriorityClassLister.
+func (r registryReader) GetPriorityClass(ctx context.Context, name string) (*schedulingv1.PriorityClass, error) {
+	obj, err := r.getFresh(ctx, schedulingv1.Resource("priorityclasses"), "", name)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*schedulingv1.PriorityClass), nil
+}
+
+// ListPriorityClasses implements plugins.PriorityClassLister.
+func (r registryReader) ListPriorityClasses(ctx context.Context) ([]schedulingv1.PriorityClass, error) {
+	obj, err := r.list(ctx, schedulingv1.Resource("priorityclasses"), "", "0")
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*schedulingv1.PriorityClassList).Items, nil
+}
+
+// ListQuotas implements plugins.QuotaAccessor.
+func (r registryReader) ListQuotas(ctx context.Context, namespace string, fresh bool) ([]corev1.ResourceQuota, error) {
+	rv := "0"
+	if fresh {
+		rv = ""
+	}
+	obj, err := r.list(ctx, corev1.Resource("resourcequotas"), namespace, rv)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*corev1.ResourceQuotaList).Items, nil
+}
+
+// UpdateQuotaStatus implements plugins.QuotaAccessor: a status write whose precondition
+// is q's resourceVersion.
+func (r registryReader) UpdateQuotaStatus(ctx context.Context, q *corev1.ResourceQuota) error {
+	st, err := r.store(corev1.Resource("resourcequotas"))
+	if err != nil {
+		return err
+	}
+	_, _, err = st.Update(ctx, q.Namespace, q.Name, func(_ context.Context, existing runtime.Object) (runtime.Object, error) {
+		if existing == nil {
+			return nil, apierrors.NewNotFound(corev1.Resource("resourcequotas"), q.Name)
+		}
+		return q.DeepCopy(), nil
+	}, registry.UpdateOptions{Strategy: st.Resource.StatusStrategy, WriteOptions: registry.WriteOptions{Subresource: "status"}})
+	return err
+}
+
+// EnsureSystemPriorityClasses creates system-node-critical and system-cluster-critical,
+// as kube-apiserver does on start.
+func (s *Server) EnsureSystemPriorityClasses(ctx context.Context) error {
+	store := s.stores[schedulingv1.Resource("priorityclasses")]
+	if store == nil {
+		return nil
+	}
+	for _, pc := range resources.SystemPriorityClasses() {
+		_, err := store.Create(ctx, "", pc, registry.WriteOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating priority class %s: %w", pc.Name, err)
+		}
+	}
+	return nil
+}

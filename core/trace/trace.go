@@ -1,0 +1,143 @@
+// Package trace records one object's journey through the seed's flow — who authenticated
+// the request and how, each admission plugin's decision, initializers, the scheduler's
+// summary, the binding — so `wasmplane trace pod NAME` can show it in one place. Traces
+// are summaries kept in a bounded in-memory ring per API server, never in etcd.
+package trace
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Step is one thing that happened to an object.
+type Step struct {
+	// Time the step started and how long it took.
+	Time     time.Time     `json:"time"`
+	Duration time.Duration `json:"durationNanos,omitempty"`
+	// Component did it: authentication, admission, storage, initializer, scheduler,
+	// binding, kubelet…
+	Component string `json:"component"`
+	// Step names it (e.g. the plugin), Result says how it ended (allowed, denied,
+	// patched, ok…), Detail is free text.
+	Step   string `json:"step"`
+	Result string `json:"result,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Trace collects the steps of one request; it is safe for concurrent use.
+type Trace struct {
+	mu    sync.Mutex
+	steps []Step
+}
+
+// Add appends a step that started at start and ends now.
+func (t *Trace) Add(start time.Time, component, step, result, detail string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.steps = append(t.steps, Step{Time: start, Duration: time.Since(start), Component: component, Step: step, Result: result, Detail: detail})
+	t.mu.Unlock()
+}
+
+// Steps returns a copy of the steps so far.
+func (t *Trace) Steps() []Step {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]Step(nil), t.steps...)
+}
+
+type key struct{}
+
+// With returns ctx carrying t.
+func With(ctx context.Context, t *Trace) context.Context { return context.WithValue(ctx, key{}, t) }
+
+// From returns the trace of ctx, or nil (Add on nil does nothing, so callers need no check).
+func From(ctx context.Context) *Trace {
+	t, _ := ctx.Value(key{}).(*Trace)
+	return t
+}
+
+// Record is the trace of one object as stored in the ring.
+type Record struct {
+	// UID of the object; a recreated object with the same name starts a new record.
+	UID   string `json:"uid"`
+	Steps []Step `json:"steps"`
+}
+
+// Store keeps the records of the most recent objects, bounded in count.
+type Store struct {
+	mu    sync.Mutex
+	max   int
+	recs  map[string]*Record
+	order []string // insertion order of keys, oldest first
+}
+
+// DefaultSize is how many objects' traces a Store keeps by default.
+const DefaultSize = 4096
+
+// maxSteps bounds one record (a pod updated forever must not grow without end).
+const maxSteps = 64
+
+// NewStore returns a store keeping the last max objects (0 = DefaultSize).
+func NewStore(max int) *Store {
+	if max <= 0 {
+		max = DefaultSize
+	}
+	return &Store{max: max, recs: map[string]*Record{}}
+}
+
+// Begin starts the record of key (e.g. "pods/ns/name") for uid with steps, replacing an
+// older record of the same key.
+func (s *Store) Begin(key, uid string, steps []Step) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.recs[key]; !ok {
+		s.order = append(s.order, key)
+	}
+	s.recs[key] = &Record{UID: uid, Steps: clip(steps)}
+	for len(s.order) > s.max {
+		delete(s.recs, s.order[0])
+		s.order = s.order[1:]
+	}
+}
+
+// Append adds steps to key's record if it belongs to uid.
+func (s *Store) Append(key, uid string, steps ...Step) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.recs[key]
+	if !ok || r.UID != uid {
+		return
+	}
+	r.Steps = clip(append(r.Steps, steps...))
+}
+
+// Get returns a copy of key's record.
+func (s *Store) Get(key string) (Record, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.recs[key]
+	if !ok {
+		return Record{}, false
+	}
+	return Record{UID: r.UID, Steps: append([]Step(nil), r.Steps...)}, true
+}
+
+// Len is the number of records kept.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.recs)
+}
+
+func clip(steps []Step) []Step {
+	if len(steps) > maxSteps {
+		return steps[len(steps)-maxSteps:]
+	}
+	return steps
+}
