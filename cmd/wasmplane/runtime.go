@@ -13,8 +13,9 @@ import (
 )
 
 // defaultRuntimeRoot is the built-in runtime's state directory, the one `up` uses under its
-// default --data-dir (<data-dir>/runtime).
-const defaultRuntimeRoot = ".wasmplane/runtime"
+// default --data-dir (<data-dir>/node/runtime), so `image import` with no --root feeds the
+// node `up` runs.
+const defaultRuntimeRoot = ".wasmplane/node/runtime"
 
 // newRuntime is `wasmplane runtime`: the built-in WASI CRI runtime alone.
 func newRuntime() *cobra.Command {

@@ -21,8 +21,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	clientscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 )
 
 // Config is what a Scheduler is built from.
@@ -54,7 +56,7 @@ type Scheduler struct {
 	log         *slog.Logger
 	cfg         *Configuration
 	metrics     *metrics.Metrics
-	broadcaster events.EventBroadcasterAdapter
+	broadcaster record.EventBroadcaster
 	profiles    map[string]*framework.Framework
 	queue       *queue.PriorityQueue
 	cache       *cache.Cache
@@ -101,7 +103,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, c
 		log:         log,
 		cfg:         cfg,
 		metrics:     metrics.New(c.Registerer),
-		broadcaster: events.NewEventBroadcasterAdapter(client),
+		broadcaster: record.NewBroadcaster(record.WithContext(context.Background())),
 		profiles:    map[string]*framework.Framework{},
 		cache:       cache.New(0, nil, log),
 		snapshot:    framework.NewEmptySnapshot(),
@@ -124,7 +126,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, c
 		fw, err := framework.NewFramework(context.Background(), p.SchedulerName, registry, plugs, args, framework.Options{
 			ClientSet:                client,
 			InformerFactory:          factory,
-			EventRecorder:            s.broadcaster.NewRecorder(p.SchedulerName),
+			EventRecorder:            coreRecorder{s.broadcaster.NewRecorder(clientscheme.Scheme, v1.EventSource{Component: p.SchedulerName})},
 			Metrics:                  s.metrics,
 			Parallelism:              int(cfg.Parallelism),
 			PercentageOfNodesToScore: pct,
@@ -222,8 +224,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s.broadcaster.StartRecordingToSink(ctx.Done())
+	sink := s.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.client.CoreV1().Events("")})
 	defer s.broadcaster.Shutdown()
+	defer sink.Stop()
 
 	var helpers sync.WaitGroup
 	helpers.Add(2)

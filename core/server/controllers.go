@@ -22,10 +22,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	clientscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 )
 
 // Client rate limits for controllers. Stock kube-controller-manager uses 20 QPS, which caps
@@ -102,11 +105,17 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	factory := informers.NewSharedInformerFactory(client, 0)
+	// Events go out through their own broadcaster so `kubectl describe` shows what the
+	// controllers did (SuccessfulCreate, ScalingReplicaSet, ...).
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	defer broadcaster.Shutdown()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(clientscheme.Scheme, corev1.EventSource{Component: "controller-manager"})
 	nsc, err := namespace.New(client, md, factory, log)
 	if err != nil {
 		return fail(err)
 	}
-	rsc, err := replicaset.New(client, factory, replicaset.Options{Logger: log})
+	rsc, err := replicaset.New(client, factory, replicaset.Options{Logger: log, Recorder: recorder})
 	if err != nil {
 		return fail(err)
 	}
@@ -114,6 +123,7 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	if err != nil {
 		return fail(err)
 	}
+	dc.SetEventRecorder(recorder)
 	crac, err := clusterroleaggregation.New(client, factory, log)
 	if err != nil {
 		return fail(err)

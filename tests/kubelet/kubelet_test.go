@@ -545,4 +545,3 @@ func TestStoppedKubeletMakesNodeNotReadyAndEvicts(t *testing.T) {
 		return false, nil
 	})
 }
-

@@ -190,13 +190,15 @@ func TestUnschedulableThenNodeAppears(t *testing.T) {
 		t.Errorf("condition message %q, want %q", cond.Message, want)
 	}
 	ctx := context.Background()
+	// A core/v1 Event, as `kubectl describe pod` shows it.
 	waitFor(t, 20*time.Second, "FailedScheduling event", func() (bool, error) {
-		evs, err := e.client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		evs, err := e.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
 		for _, ev := range evs.Items {
-			if ev.Reason == "FailedScheduling" && ev.Regarding.Name == "huge" && ev.Type == v1.EventTypeWarning && strings.Contains(ev.Note, "Insufficient cpu") {
+			if ev.Reason == "FailedScheduling" && ev.InvolvedObject.Name == "huge" && ev.Type == v1.EventTypeWarning && strings.Contains(ev.Message, "Insufficient cpu") &&
+				ev.Source.Component == "default-scheduler" {
 				return true, nil
 			}
 		}

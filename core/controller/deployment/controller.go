@@ -23,6 +23,7 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -39,7 +40,12 @@ type Controller struct {
 	queue     workqueue.TypedRateLimitingInterface[string]
 	log       *slog.Logger
 	now       func() time.Time
+	recorder  record.EventRecorder
 }
+
+// SetEventRecorder makes the controller record ScalingReplicaSet events, as
+// kube-controller-manager does; call it before Run.
+func (c *Controller) SetEventRecorder(r record.EventRecorder) { c.recorder = r }
 
 // New returns a Deployment controller fed by factory's Deployment, ReplicaSet and Pod informers.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, log *slog.Logger) (*Controller, error) {

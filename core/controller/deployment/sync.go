@@ -298,6 +298,13 @@ func (c *Controller) scaleReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet,
 	}
 	if sizeChange {
 		c.log.Debug("scaled ReplicaSet", "replicaset", rs.Namespace+"/"+rs.Name, "from", replicas(rs.Spec.Replicas), "to", size)
+		if c.recorder != nil {
+			dir := "up"
+			if size < replicas(rs.Spec.Replicas) {
+				dir = "down"
+			}
+			c.recorder.Eventf(d, corev1.EventTypeNormal, "ScalingReplicaSet", "Scaled %s replica set %s from %d to %d", dir, rs.Name, replicas(rs.Spec.Replicas), size)
+		}
 	}
 	*rs = *out
 	return sizeChange, out, nil

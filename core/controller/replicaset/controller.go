@@ -24,6 +24,7 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -42,6 +43,9 @@ type Options struct {
 	// WrapPodHandler, when set, wraps the pod event handler; tests use it to simulate an
 	// informer that lags behind the API server.
 	WrapPodHandler func(cache.ResourceEventHandler) cache.ResourceEventHandler
+	// Recorder receives Kubernetes' events (SuccessfulCreate, FailedCreate,
+	// SuccessfulDelete); nil = none.
+	Recorder record.EventRecorder
 }
 
 // Controller reconciles ReplicaSets.
@@ -55,6 +59,7 @@ type Controller struct {
 	expectations *Expectations
 	burst        int
 	log          *slog.Logger
+	recorder     record.EventRecorder
 }
 
 // New returns a ReplicaSet controller fed by factory's ReplicaSet and Pod informers.
@@ -75,6 +80,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, o
 		expectations: NewExpectations(nil),
 		burst:        opts.BurstReplicas,
 		log:          opts.Logger.With("controller", "replicaset"),
+		recorder:     opts.Recorder,
 	}
 	if _, err := rsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueRS,
@@ -363,7 +369,9 @@ func (c *Controller) manageReplicas(ctx context.Context, pods, active []*corev1.
 			go func() {
 				defer func() { done <- struct{}{} }()
 				err := c.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
-				if err != nil {
+				if err == nil {
+					c.event(rs, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %v", p.Name)
+				} else {
 					// The pod will not go away because of us: stop waiting for it.
 					c.expectations.DeletionObserved(key, keyOf(p))
 					if !apierrors.IsNotFound(err) {
@@ -408,11 +416,20 @@ func (c *Controller) relatedPods(rs *appsv1.ReplicaSet, active []*corev1.Pod) []
 // createPod creates one pod from rs's template, controlled by rs.
 func (c *Controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error {
 	pod := PodFromTemplate(rs)
-	_, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	created, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
+		c.event(rs, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
 		return fmt.Errorf("creating pod: %w", err)
 	}
+	c.event(rs, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %v", created.Name)
 	return nil
+}
+
+// event records a Kubernetes event about rs, if the controller has a recorder.
+func (c *Controller) event(rs *appsv1.ReplicaSet, eventtype, reason, format string, args ...any) {
+	if c.recorder != nil {
+		c.recorder.Eventf(rs, eventtype, reason, format, args...)
+	}
 }
 
 // PodFromTemplate returns the pod rs would create.

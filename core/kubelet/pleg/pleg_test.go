@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
-	critest "k8s.io/cri-api/pkg/apis/testing"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	critest "k8s.io/cri-api/pkg/apis/testing"
 )
 
 func TestRelistReportsChangedPods(t *testing.T) {

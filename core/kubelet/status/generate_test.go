@@ -71,7 +71,7 @@ func TestGeneratePodStatus(t *testing.T) {
 			phase: corev1.PodRunning, initd: T, rdy: F, terminated: "Error"},
 		{name: "crash loop", pod: pod(corev1.RestartPolicyAlways, nil, "a"), ctrs: []*kuberuntime.ContainerStatus{exit("a", 1, 3), exit("a", 1, 2)},
 			errors: map[string]kuberuntime.ContainerError{"a": {Reason: "CrashLoopBackOff", Message: "back-off 40s"}},
-			phase: corev1.PodRunning, initd: T, rdy: F, waiting: "CrashLoopBackOff"},
+			phase:  corev1.PodRunning, initd: T, rdy: F, waiting: "CrashLoopBackOff"},
 		{name: "image pull error", pod: pod(corev1.RestartPolicyAlways, nil, "a"), errors: map[string]kuberuntime.ContainerError{"a": {Reason: "ErrImagePull"}},
 			phase: corev1.PodPending, initd: T, rdy: F, waiting: "ErrImagePull"},
 	}

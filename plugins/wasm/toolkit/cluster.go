@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/wasmplane/wasmplane/core/api"
 	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
@@ -128,6 +129,21 @@ type ApplyOptions struct {
 // Apply creates the plugin object or replaces the spec of the existing one, keeping its
 // other metadata, and returns what it did: "created", "configured" or "unchanged".
 func (c *Client) Apply(ctx context.Context, o ApplyOptions) (string, runtime.Object, error) {
+	// The server writes the plugin's status after every load, which moves its
+	// resourceVersion: an update that loses that race is simply made again on a fresh
+	// read, as kubectl apply does; the spec is entirely the caller's, so nothing is lost.
+	var action string
+	var obj runtime.Object
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		action, obj, err = c.applyOnce(ctx, o)
+		return err
+	})
+	return action, obj, err
+}
+
+// applyOnce is one read-compare-write round of Apply.
+func (c *Client) applyOnce(ctx context.Context, o ApplyOptions) (string, runtime.Object, error) {
 	resource, kind := "clusterwasmplugins", "ClusterWasmPlugin"
 	var obj, existing interface {
 		runtime.Object
