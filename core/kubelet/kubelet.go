@@ -410,6 +410,13 @@ func (k *Kubelet) terminate(ctx context.Context, pod *corev1.Pod, rs *kuberuntim
 			st.Phase = corev1.PodSucceeded
 		}
 	}
+	if k.podGone(pod) {
+		// Someone deleted it for good already (grace period 0, or a namespace going away):
+		// there is no object left to report to, and the node authorizer rightly refuses
+		// writes about a pod no longer bound here.
+		log.Debug("pod terminated; its object is already gone")
+		return 0, false
+	}
 	if _, err := k.status.SetPodStatus(ctx, pod, st); err != nil {
 		log.Warn("final pod status", "err", err)
 	}
@@ -417,12 +424,21 @@ func (k *Kubelet) terminate(ctx context.Context, pod *corev1.Pod, rs *kuberuntim
 	uid := pod.UID
 	err := k.cfg.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero,
 		Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsForbidden(err) && k.podGone(pod) {
+		err = nil
+	}
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		log.Warn("deleting terminated pod", "err", err)
 		return time.Second, false
 	}
 	log.Debug("pod terminated and deleted")
 	return 0, false
+}
+
+// podGone tells whether the API no longer holds pod (by UID), as far as the informer saw.
+func (k *Kubelet) podGone(pod *corev1.Pod) bool {
+	cur, err := k.lister.Pods(pod.Namespace).Get(pod.Name)
+	return apierrors.IsNotFound(err) || (err == nil && cur.UID != pod.UID)
 }
 
 // ContainerLogFile implements kubeletserver.LogSource.

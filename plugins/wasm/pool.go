@@ -90,14 +90,41 @@ func (s *instanceSet) get(ctx context.Context) (*instance, error) {
 	case in := <-s.idle:
 		return in, nil
 	case s.slots <- struct{}{}:
-		in, err := s.newInstance(ctx)
-		if err != nil {
-			<-s.slots
-			return nil, err
-		}
-		return in, nil
+		return s.grow(ctx)
 	case <-ctx.Done():
 		return nil, &Error{Plugin: s.p.label, Kind: ErrTimeout, Err: fmt.Errorf("waiting for a free instance: %w", context.Cause(ctx))}
+	}
+}
+
+// grow adds one instance to the pool (the caller holds its slot) and returns the first
+// idle instance. Instantiation runs under InitTimeout, not under the caller's deadline:
+// starting a standard-Go guest takes milliseconds, far more on a loaded machine, and a
+// call's deadline (1 s by default, less what the request already spent) would kill it
+// half-made — after a swap, call after call, the pool would never grow. A caller that
+// gives up leaves the new instance to the next one; an instance returned by another call
+// meanwhile is taken first.
+func (s *instanceSet) grow(ctx context.Context) (*instance, error) {
+	// The caller's reference keeps the set open now; this one keeps it open until the new
+	// instance is in the pool, so a drain that happens meanwhile closes it there.
+	s.refs.Add(1)
+	errc := make(chan error, 1)
+	go func() {
+		defer s.release(context.WithoutCancel(ctx))
+		in, err := s.newInstance(context.WithoutCancel(ctx))
+		if err != nil {
+			<-s.slots
+			errc <- err
+			return
+		}
+		s.idle <- in
+	}()
+	select {
+	case in := <-s.idle:
+		return in, nil
+	case err := <-errc:
+		return nil, err
+	case <-ctx.Done():
+		return nil, &Error{Plugin: s.p.label, Kind: ErrTimeout, Err: fmt.Errorf("waiting for a new instance: %w", context.Cause(ctx))}
 	}
 }
 

@@ -117,14 +117,14 @@ func TestSeedFlow(t *testing.T) {
 		if cond.Reason != "FailedCreate" || !strings.Contains(cond.Message, `"demo/require-team"`) || !strings.Contains(cond.Message, `label "team" is required`) {
 			t.Errorf("ReplicaFailure condition %s: %q, want FailedCreate naming demo/require-team and the label", cond.Reason, cond.Message)
 		}
-		// The Deployment carries it on, as in Kubernetes.
-		d, err := c.admin.AppsV1().Deployments("demo").Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !hasDeploymentCondition(d, appsv1.DeploymentReplicaFailure, "team") {
-			t.Errorf("Deployment conditions %+v lack ReplicaFailure about the label", d.Status.Conditions)
-		}
+		// The Deployment carries it on, as in Kubernetes, on its next sync.
+		eventually(t, 30*time.Second, "the Deployment to carry the ReplicaFailure condition", func(ctx context.Context) (bool, error) {
+			d, err := c.admin.AppsV1().Deployments("demo").Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return hasDeploymentCondition(d, appsv1.DeploymentReplicaFailure, "team"), nil
+		})
 		// Nothing was stored, not even uninitialized.
 		var all corev1.PodList
 		if err := c.admin.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces/demo/pods").Param("includeUninitialized", "true").Do(ctx).Into(&all); err != nil {

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -61,9 +62,37 @@ func Handler(src LogSource, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", func(w http.ResponseWriter, req *http.Request) {
+		if !authorized(req) {
+			writeErr(w, &Error{Code: http.StatusForbidden, Message: fmt.Sprintf("forbidden: %s may not read container logs on this node (only the API server's kubelet client, group %s)", clientName(req), MastersGroup)})
+			return
+		}
 		serveLogs(w, req, src, log)
 	})
 	return mux
+}
+
+// MastersGroup is the certificate organization the kubelet API requires of a client:
+// the API server's kubelet-client certificate carries it. Any other certificate the
+// cluster CA signed (a tenant's, a node's) is refused, so tenants reach logs only
+// through the API server, where RBAC on pods/log applies.
+const MastersGroup = "system:masters"
+
+// authorized reports whether req's verified client certificate is in MastersGroup. A
+// server without a client CA sees no certificates and serves everyone, as a kubelet
+// with anonymous auth does; wasmplane always configures one.
+func authorized(req *http.Request) bool {
+	if req.TLS == nil || len(req.TLS.PeerCertificates) == 0 {
+		return true
+	}
+	return len(req.TLS.VerifiedChains) > 0 && slices.Contains(req.TLS.PeerCertificates[0].Subject.Organization, MastersGroup)
+}
+
+// clientName names req's client for errors.
+func clientName(req *http.Request) string {
+	if req.TLS != nil && len(req.TLS.PeerCertificates) > 0 {
+		return fmt.Sprintf("%q", req.TLS.PeerCertificates[0].Subject.CommonName)
+	}
+	return "an anonymous client"
 }
 
 func writeErr(w http.ResponseWriter, err error) {

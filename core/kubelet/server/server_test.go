@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,9 +90,9 @@ func genCA(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey, []b
 	return cert, key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
-func clientCert(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey) tls.Certificate {
+func clientCert(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, orgs ...string) tls.Certificate {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver-kubelet-client"},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn, Organization: orgs},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		KeyUsage: x509.KeyUsageDigitalSignature}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
@@ -151,7 +152,17 @@ func TestServeLogsOverTLSWithClientCA(t *testing.T) {
 	if _, _, err := get(anonymous, "/containerLogs/ns/p/c"); err == nil {
 		t.Error("a client without a certificate was served")
 	}
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{clientCert(t, ca, caKey)}}}}
+	withCert := func(c tls.Certificate) *http.Client {
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{c}}}}
+	}
+	// A certificate the same CA signed for a user or a node is not the API server's.
+	for _, c := range []tls.Certificate{clientCert(t, ca, caKey, "alice", "tenant-a"), clientCert(t, ca, caKey, "system:node:n1", "system:nodes")} {
+		code, body, err := get(withCert(c), "/containerLogs/ns/p/c")
+		if err != nil || code != http.StatusForbidden || !strings.Contains(body, "may not read container logs") {
+			t.Errorf("non-master client: %d %q %v, want 403", code, body, err)
+		}
+	}
+	client := withCert(clientCert(t, ca, caKey, "wasmplane-apiserver-kubelet-client", MastersGroup))
 	for _, tc := range []struct {
 		path string
 		code int
