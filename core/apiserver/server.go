@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	restful "github.com/emicklei/go-restful/v3"
@@ -100,6 +101,42 @@ type Server struct {
 	stores          map[schema.GroupResource]*registry.Store
 	groups          []groupVersion
 	metrics         *prometheus.Registry
+	// nsMarked remembers namespaces this server just put in Terminating.
+	nsMarked recentSet
+}
+
+// liveLookupTTL is how long after marking a namespace Terminating NamespaceLifecycle
+// reads it from etcd instead of the watch cache, which may still show it Active (as
+// Kubernetes' forceLiveLookupTTL).
+const liveLookupTTL = 30 * time.Second
+
+// recentSet is a set of names that expire after liveLookupTTL.
+type recentSet struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// mark adds name, dropping expired names.
+func (r *recentSet) mark(name string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at == nil {
+		r.at = map[string]time.Time{}
+	}
+	for n, t := range r.at {
+		if now.Sub(t) > liveLookupTTL {
+			delete(r.at, n)
+		}
+	}
+	r.at[name] = now
+}
+
+// recent tells whether name was marked within liveLookupTTL.
+func (r *recentSet) recent(name string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.at[name]
+	return ok && now.Sub(t) <= liveLookupTTL
 }
 
 type groupVersion struct {
@@ -196,7 +233,16 @@ func New(cfg Config) (*Server, error) {
 			if err != nil {
 				return nil, fmt.Errorf("storage for %s: %w", d.Resource.GroupResource(), err)
 			}
-			store := registry.NewStore(d.Resource, st, prefix)
+			res := d.Resource
+			if res.GroupResource() == corev1.Resource("namespaces") && res.OnDeleteMarked != nil {
+				cp, mark := *res, res.OnDeleteMarked
+				cp.OnDeleteMarked = func(obj runtime.Object) {
+					mark(obj)
+					s.nsMarked.mark(obj.(*corev1.Namespace).Name, time.Now())
+				}
+				res = &cp
+			}
+			store := registry.NewStore(res, st, prefix)
 			if d.Resource.GroupResource() == corev1.Resource("pods") {
 				store.Traces = trace.NewStore(cfg.TraceSize)
 			}
@@ -320,6 +366,10 @@ func (n namespaceLifecycle) Validate(ctx context.Context, a *admission.Attribute
 	nsObj, err := store.Get(ctx, "", a.Namespace, &metav1.GetOptions{ResourceVersion: "0"})
 	if apierrors.IsNotFound(err) {
 		// The cache may lag a namespace created a moment ago; ask etcd before refusing.
+		nsObj, err = store.Get(ctx, "", a.Namespace, nil)
+	}
+	if err == nil && nsObj.(*corev1.Namespace).Status.Phase != corev1.NamespaceTerminating && n.s.nsMarked.recent(a.Namespace, time.Now()) {
+		// Marked Terminating a moment ago: the cache may not show it yet.
 		nsObj, err = store.Get(ctx, "", a.Namespace, nil)
 	}
 	if err != nil {
