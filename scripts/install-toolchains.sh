@@ -24,3 +24,7 @@ command -v wasm-opt >/dev/null
 # when the part above already ran it.
 if [ ${#need[@]} -gt 0 ]; then export WASMPLANE_APT_UPDATED=1; fi
 bash "$(dirname "$0")/install-toolchains-langs.sh"
+
+# --- containerd, runc and busybox-static for the containerd end-to-end test
+# (tests/e2e/containerd_test.go): see install-containerd.sh.
+bash "$(dirname "$0")/install-containerd.sh"

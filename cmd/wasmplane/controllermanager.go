@@ -40,6 +40,9 @@ func newControllerManager() *cobra.Command {
 	f.StringVar(&opts.Identity, "identity", "", "leader election identity (default hostname_pid)")
 	f.StringVar(&opts.LeaseNamespace, "leader-elect-resource-namespace", "kube-system", "namespace of the leader election Lease")
 	f.StringVar(&opts.LeaseName, "leader-elect-resource-name", "wasmplane-controller-manager", "name of the leader election Lease")
+	f.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", server.LeaseDuration, "how long a standby waits after the leader's last renewal before taking over")
+	f.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", server.RenewDeadline, "how long the leader retries renewing before it stops leading (less than the lease duration)")
+	f.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", server.RetryPeriod, "how often candidates try to acquire or renew the Lease")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

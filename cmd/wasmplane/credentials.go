@@ -70,7 +70,7 @@ func newKubeconfigCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&dataDir, "data-dir", ".wasmplane", "the data dir of `wasmplane up` (holds the CA)")
+	f.StringVar(&dataDir, "data-dir", ".wasmplane", "the data dir of wasmplane up (holds the CA)")
 	f.StringVar(&user, "user", "", "user name (the certificate's common name)")
 	f.StringSliceVar(&groups, "group", nil, "groups (the certificate's organizations); repeatable")
 	f.StringVarP(&out, "output", "o", "", "file to write (default stdout)")
@@ -126,7 +126,7 @@ func newToken() *cobra.Command {
 		},
 	}
 	f := create.Flags()
-	f.StringVar(&dataDir, "data-dir", ".wasmplane", "the data dir of `wasmplane up` (holds the admin kubeconfig)")
+	f.StringVar(&dataDir, "data-dir", ".wasmplane", "the data dir of wasmplane up (holds the admin kubeconfig)")
 	f.DurationVar(&ttl, "ttl", 24*time.Hour, "how long the token is valid (0 = forever)")
 	f.StringSliceVar(&groups, "groups", nil, "extra groups (system:bootstrappers:…)")
 	f.StringVar(&description, "description", "", "a human-readable description")

@@ -36,6 +36,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newControllerManager())
 	root.AddCommand(newScheduler())
 	root.AddCommand(newAgent())
+	root.AddCommand(newEtcd())
 	root.AddCommand(newRuntime(), newImage())
 	root.AddCommand(newKubeconfigCmd(), newToken(), newTrace())
 	return root
@@ -90,12 +91,12 @@ func newUp() *cobra.Command {
 	f.StringVar(&cfg.ServiceAccountIssuer, "service-account-issuer", "", "iss of ServiceAccount tokens (default "+authn.DefaultIssuer+")")
 	f.BoolVar(&cfg.AnonymousAuth, "anonymous-auth", false, "let requests without credentials reach /healthz, /livez, /readyz and /version as system:anonymous")
 	f.StringSliceVar(&cfg.AuthenticationOrder, "authentication-order", nil, "order of the authenticators (default x509,token-file,serviceaccount,bootstrap,wasm)")
-	f.BoolVar(&disableKubelet, "disable-kubelet", false, "run no node in this process (use `wasmplane agent` elsewhere)")
+	f.BoolVar(&disableKubelet, "disable-kubelet", false, "run no node in this process (use wasmplane agent elsewhere)")
 	f.StringVar(&cfg.NodeName, "node-name", "", "name of this process's node (default the hostname)")
 	f.IntVar(&cfg.KubeletPort, "kubelet-port", 0, "kubelet HTTPS port (default 10250; -1 picks a free port)")
 	f.StringVar(&cfg.ContainerRuntimeEndpoint, "container-runtime-endpoint", "", "CRI socket (e.g. unix:///run/containerd/containerd.sock); default the built-in WASI runtime")
-	f.BoolVar(&cfg.DisableControllers, "disable-controllers", false, "do not run the controllers (run `wasmplane controller-manager` instead)")
-	f.BoolVar(&cfg.DisableScheduler, "disable-scheduler", false, "do not run the scheduler (run `wasmplane scheduler` instead)")
+	f.BoolVar(&cfg.DisableControllers, "disable-controllers", false, "do not run the controllers (run wasmplane controller-manager instead)")
+	f.BoolVar(&cfg.DisableScheduler, "disable-scheduler", false, "do not run the scheduler (run wasmplane scheduler instead)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

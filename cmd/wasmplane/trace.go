@@ -65,7 +65,7 @@ func newTrace() *cobra.Command {
 	}
 	f := pod.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig (default $KUBECONFIG, else <data-dir>/admin.kubeconfig)")
-	f.StringVar(&dataDir, "data-dir", ".wasmplane", "the data dir of `wasmplane up`")
+	f.StringVar(&dataDir, "data-dir", ".wasmplane", "the data dir of wasmplane up")
 	f.StringVarP(&namespace, "namespace", "n", "", "namespace (default the kubeconfig's, else default)")
 	f.BoolVar(&raw, "raw", false, "print the JSON the API returns (GET pods/NAME/trace)")
 	root := &cobra.Command{Use: "trace", Short: "Show how an object went through the control plane"}

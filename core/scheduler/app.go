@@ -124,9 +124,8 @@ func RunStandalone(ctx context.Context, restCfg *rest.Config, opts StandaloneOpt
 	if le.LeaderElect != nil && !*le.LeaderElect {
 		return run(ctx)
 	}
-	_, err = client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: le.ResourceNamespace}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s for the Lease: %w", le.ResourceNamespace, err)
+	if err := ensureNamespace(ctx, client, le.ResourceNamespace); err != nil {
+		return err
 	}
 	var (
 		mu      sync.Mutex
@@ -189,6 +188,24 @@ func RunStandalone(ctx context.Context, restCfg *rest.Config, opts StandaloneOpt
 	}
 	if ctx.Err() == nil && led {
 		return ErrLeaderElectionLost
+	}
+	return nil
+}
+
+// ensureNamespace makes sure the Lease's namespace exists. It looks first: the scheduler's
+// own role (system:kube-scheduler) may read namespaces but not create them, and the
+// authorizer refuses a create before storage could answer AlreadyExists.
+func ensureNamespace(ctx context.Context, client kubernetes.Interface, name string) error {
+	_, err := client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+		return fmt.Errorf("reading namespace %s for the Lease: %w", name, err)
+	}
+	_, err = client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s for the Lease: %w", name, err)
 	}
 	return nil
 }

@@ -171,6 +171,10 @@ type ControllerManagerOptions struct {
 	// LeaseNamespace and LeaseName locate the Lease (default kube-system /
 	// wasmplane-controller-manager).
 	LeaseNamespace, LeaseName string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the leader election (defaults the
+	// package's LeaseDuration, RenewDeadline and RetryPeriod): a shorter Lease makes a
+	// standby take over sooner after the leader dies.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Logger receives logs (default slog.Default()).
 	Logger *slog.Logger
 	// OnLeading, if set, is told when this instance starts (true) and stops (false) leading.
@@ -195,6 +199,15 @@ func RunControllerManager(ctx context.Context, cfg *rest.Config, opts Controller
 	if opts.LeaseName == "" {
 		opts.LeaseName = "wasmplane-controller-manager"
 	}
+	if opts.LeaseDuration <= 0 {
+		opts.LeaseDuration = LeaseDuration
+	}
+	if opts.RenewDeadline <= 0 {
+		opts.RenewDeadline = RenewDeadline
+	}
+	if opts.RetryPeriod <= 0 {
+		opts.RetryPeriod = RetryPeriod
+	}
 	log := opts.Logger.With("identity", opts.Identity)
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "wasmplane-controller-manager/" + opts.Identity
@@ -215,9 +228,9 @@ func RunControllerManager(ctx context.Context, cfg *rest.Config, opts Controller
 		controllersDone := make(chan struct{})
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
-			LeaseDuration:   LeaseDuration,
-			RenewDeadline:   RenewDeadline,
-			RetryPeriod:     RetryPeriod,
+			LeaseDuration:   opts.LeaseDuration,
+			RenewDeadline:   opts.RenewDeadline,
+			RetryPeriod:     opts.RetryPeriod,
 			ReleaseOnCancel: true,
 			Name:            opts.LeaseName,
 			Callbacks: leaderelection.LeaderCallbacks{

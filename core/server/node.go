@@ -78,6 +78,14 @@ func startNode(ctx context.Context, cfg NodeConfig) (stop func(), err error) {
 	if cfg.RootDir == "" {
 		return nil, fmt.Errorf("node: a root dir is required")
 	}
+	// CRI paths (a pod's log directory, a container's log file) are absolute: a relative
+	// root dir (`up --data-dir .wasmplane`) would otherwise make the kubelet join the
+	// runtime's relative log path onto its own pod directory a second time.
+	abs, err := filepath.Abs(cfg.RootDir)
+	if err != nil {
+		return nil, fmt.Errorf("node: root dir: %w", err)
+	}
+	cfg.RootDir = abs
 	if err := os.MkdirAll(cfg.RootDir, 0o700); err != nil {
 		return nil, fmt.Errorf("node: creating root dir: %w", err)
 	}

@@ -198,15 +198,15 @@ type up struct {
 
 var upLine = regexp.MustCompile(`wasmplane is up at (https://\S+)`)
 
-// startUp runs `wasmplane up --data-dir dir --port port --kubelet-port -1` and returns
-// once it printed its URL and answers the admin; port 0 picks a free one. A port just
-// released by a killed instance may be busy for a moment, so an early exit is retried
-// until a deadline. The process is killed when the test ends.
-func startUp(t *testing.T, dir string, port int) *up {
+// startUp runs `wasmplane up --data-dir dir --port port --kubelet-port -1 extra…` and
+// returns once it printed its URL and answers the admin; port 0 picks a free one. A port
+// just released by a killed instance may be busy for a moment, so an early exit is
+// retried until a deadline. The process is killed when the test ends.
+func startUp(t *testing.T, dir string, port int, extra ...string) *up {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for attempt := 1; ; attempt++ {
-		p, err := tryStartUp(t, dir, port, attempt)
+		p, err := tryStartUp(t, dir, port, attempt, extra)
 		if err == nil {
 			return p
 		}
@@ -218,7 +218,7 @@ func startUp(t *testing.T, dir string, port int) *up {
 	}
 }
 
-func tryStartUp(t *testing.T, dir string, port, attempt int) (*up, error) {
+func tryStartUp(t *testing.T, dir string, port, attempt int, extra []string) (*up, error) {
 	t.Helper()
 	// Each start logs to its own file next to the data dir; a failing test shows its tail.
 	logFile, err := os.CreateTemp(filepath.Dir(dir), fmt.Sprintf("up-%d-*.log", attempt))
@@ -226,7 +226,8 @@ func tryStartUp(t *testing.T, dir string, port, attempt int) (*up, error) {
 		return nil, fmt.Errorf("creating the log file: %w", err)
 	}
 	logPath := logFile.Name()
-	cmd := exec.Command(wasmplaneBin, "up", "--data-dir", dir, "--port", strconv.Itoa(port), "--kubelet-port", "-1", "--log-level", "warn")
+	args := []string{"up", "--data-dir", dir, "--port", strconv.Itoa(port), "--kubelet-port", "-1", "--log-level", "warn"}
+	cmd := exec.Command(wasmplaneBin, append(args, extra...)...)
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -318,18 +319,26 @@ type cluster struct {
 	cfg   *rest.Config
 	admin kubernetes.Interface
 	dyn   dynamic.Interface
-	home  string // HOME for kubectl (its discovery cache)
+	home  string   // HOME for kubectl (its discovery cache)
+	extra []string // extra flags of `wasmplane up`, kept across restarts
 }
 
 // newCluster starts `wasmplane up` on a fresh data dir and a free port.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
+	return newClusterWith(t)
+}
+
+// newClusterWith is newCluster with extra flags for `wasmplane up` (e.g.
+// --container-runtime-endpoint).
+func newClusterWith(t *testing.T, extra ...string) *cluster {
+	t.Helper()
 	root := t.TempDir()
-	c := &cluster{t: t, root: root, dir: filepath.Join(root, "data"), home: filepath.Join(root, "home")}
+	c := &cluster{t: t, root: root, dir: filepath.Join(root, "data"), home: filepath.Join(root, "home"), extra: extra}
 	if err := os.MkdirAll(c.home, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c.proc = startUp(t, c.dir, 0)
+	c.proc = startUp(t, c.dir, 0, extra...)
 	c.connect()
 	return c
 }
@@ -343,7 +352,7 @@ func (c *cluster) connect() {
 // restart starts `wasmplane up` again on the same data dir and port (after kill9).
 func (c *cluster) restart() {
 	c.t.Helper()
-	c.proc = startUp(c.t, c.dir, c.proc.port)
+	c.proc = startUp(c.t, c.dir, c.proc.port, c.extra...)
 	c.connect()
 }
 

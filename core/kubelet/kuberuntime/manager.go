@@ -103,6 +103,11 @@ func NewManager(cfg Config) *Manager {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	// The runtime is another process (containerd) with its own working directory: the
+	// log directories it is given must not be relative.
+	if abs, err := filepath.Abs(cfg.LogRoot); err == nil && cfg.LogRoot != "" {
+		cfg.LogRoot = abs
+	}
 	b := cfg.BackOff
 	if b == nil {
 		// The entry resets after 2 × max (10 min) without a restart: Kubernetes' rule.
@@ -328,20 +333,48 @@ func podLabels(pod *corev1.Pod) map[string]string {
 func (m *Manager) sandboxConfig(pod *corev1.Pod, attempt uint32) *runtimeapi.PodSandboxConfig {
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt},
-		Hostname:     pod.Name,
 		LogDirectory: PodLogDir(m.cfg.LogRoot, pod.Namespace, pod.Name, pod.UID),
 		Labels:       podLabels(pod),
 		Annotations:  maps.Clone(pod.Annotations),
 		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD}}},
+			NamespaceOptions: namespaceOptions(pod)}},
 	}
 	if pod.Spec.HostNetwork {
-		cfg.Linux.SecurityContext.NamespaceOptions.Network = runtimeapi.NamespaceMode_NODE
+		// A host-network pod shares the node's UTS namespace too (containerd and CRI-O join
+		// it), so it has the node's hostname: setting one makes runc refuse the sandbox
+		// ("unable to set hostname without a private UTS namespace"). The kubelet leaves
+		// it empty for the same reason.
+		return cfg
 	}
+	cfg.Hostname = pod.Name
 	if pod.Spec.Hostname != "" {
 		cfg.Hostname = pod.Spec.Hostname
 	}
 	return cfg
+}
+
+// namespaceOptions are the Linux namespaces of a pod's sandbox and containers, as the
+// kubelet chooses them: the node's network, PID and IPC namespaces when the pod asks for
+// them; otherwise one network and IPC namespace per pod, and a PID namespace per
+// container unless shareProcessNamespace. The zero value of the CRI field is POD, so a
+// runtime that honours it (containerd) would otherwise put every container in the
+// sandbox's PID namespace.
+func namespaceOptions(pod *corev1.Pod) *runtimeapi.NamespaceOption {
+	ns := &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER,
+		Ipc: runtimeapi.NamespaceMode_POD}
+	if pod.Spec.HostNetwork {
+		ns.Network = runtimeapi.NamespaceMode_NODE
+	}
+	switch {
+	case pod.Spec.HostPID:
+		ns.Pid = runtimeapi.NamespaceMode_NODE
+	case pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace:
+		ns.Pid = runtimeapi.NamespaceMode_POD
+	}
+	if pod.Spec.HostIPC {
+		ns.Ipc = runtimeapi.NamespaceMode_NODE
+	}
+	return ns
 }
 
 func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, typ string, restartCount int, imageRef, podIP string) *runtimeapi.ContainerConfig {
@@ -365,7 +398,8 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, typ stri
 		},
 		LogPath: ContainerLogPath(c.Name, restartCount),
 		Stdin:   c.Stdin, StdinOnce: c.StdinOnce, Tty: c.TTY,
-		Linux: &runtimeapi.LinuxContainerConfig{Resources: linuxResources(c)},
+		Linux: &runtimeapi.LinuxContainerConfig{Resources: linuxResources(c),
+			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}},
 	}
 	return cfg
 }

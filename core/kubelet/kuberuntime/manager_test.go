@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
@@ -168,5 +169,60 @@ func TestKillAndRemovePod(t *testing.T) {
 	}
 	if st := f.status(); len(st.Containers) != 0 || len(st.Sandboxes) != 0 {
 		t.Fatalf("after RemovePod: %+v", st)
+	}
+}
+
+// A host-network pod's sandbox asks for the node's network namespace and sets no
+// hostname: it shares the node's UTS namespace, and runc refuses a hostname there.
+func TestSandboxConfigHostNetwork(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1"},
+		Spec: corev1.PodSpec{Hostname: "web-0", Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
+	f := newFixture(t, pod)
+	cfg := f.m.sandboxConfig(pod, 0)
+	if cfg.Hostname != "web-0" || cfg.Linux.SecurityContext.NamespaceOptions.Network != runtimeapi.NamespaceMode_POD {
+		t.Fatalf("pod network: hostname %q, network %v; want web-0, POD", cfg.Hostname, cfg.Linux.SecurityContext.NamespaceOptions.Network)
+	}
+	pod.Spec.HostNetwork = true
+	cfg = f.m.sandboxConfig(pod, 0)
+	if cfg.Hostname != "" || cfg.Linux.SecurityContext.NamespaceOptions.Network != runtimeapi.NamespaceMode_NODE {
+		t.Fatalf("host network: hostname %q, network %v; want none, NODE", cfg.Hostname, cfg.Linux.SecurityContext.NamespaceOptions.Network)
+	}
+}
+
+// Namespaces follow the pod spec as the kubelet's do; in particular each container gets
+// its own PID namespace unless the pod shares one (CRI's zero value would share it).
+func TestNamespaceOptions(t *testing.T) {
+	yes := true
+	for _, tc := range []struct {
+		name          string
+		spec          corev1.PodSpec
+		net, pid, ipc runtimeapi.NamespaceMode
+	}{
+		{"default", corev1.PodSpec{}, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_POD},
+		{"host network", corev1.PodSpec{HostNetwork: true}, runtimeapi.NamespaceMode_NODE, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_POD},
+		{"shared PID", corev1.PodSpec{ShareProcessNamespace: &yes}, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_POD},
+		{"host PID and IPC", corev1.PodSpec{HostPID: true, HostIPC: true}, runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_NODE, runtimeapi.NamespaceMode_NODE},
+	} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "u"}, Spec: tc.spec}
+		pod.Spec.Containers = []corev1.Container{{Name: "c", Image: "img"}}
+		m := NewManager(Config{Runtime: critest.NewFakeRuntimeService(), LogRoot: t.TempDir()})
+		sb := m.sandboxConfig(pod, 0).GetLinux().GetSecurityContext().GetNamespaceOptions()
+		ct := m.containerConfig(pod, &pod.Spec.Containers[0], ContainerTypeRegular, 0, "img", "").GetLinux().GetSecurityContext().GetNamespaceOptions()
+		for what, ns := range map[string]*runtimeapi.NamespaceOption{"sandbox": sb, "container": ct} {
+			if ns.GetNetwork() != tc.net || ns.GetPid() != tc.pid || ns.GetIpc() != tc.ipc {
+				t.Errorf("%s: %s namespaces %v; want network %v, pid %v, ipc %v", tc.name, what, ns, tc.net, tc.pid, tc.ipc)
+			}
+		}
+	}
+}
+
+// The pod log directory handed to the runtime is absolute even when the root is given
+// relative (`wasmplane up --data-dir .wasmplane`): containerd resolves it in its own
+// working directory.
+func TestLogRootIsAbsolute(t *testing.T) {
+	m := NewManager(Config{Runtime: critest.NewFakeRuntimeService(), LogRoot: filepath.Join("node", "pods")})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1"}}
+	if d := m.sandboxConfig(pod, 0).LogDirectory; !filepath.IsAbs(d) {
+		t.Fatalf("log directory %q is not absolute", d)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
 	cri "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -18,6 +20,13 @@ import (
 
 // LabelPodUID is the sandbox and container label that names the pod.
 const LabelPodUID = "io.kubernetes.pod.uid"
+
+// How long followEvents waits before asking for the event stream again: after the stream
+// ended, and after a runtime said it has none.
+const (
+	eventRetry              = 5 * time.Second
+	unimplementedEventRetry = 5 * time.Minute
+)
 
 // PLEG watches a runtime for pod changes.
 type PLEG struct {
@@ -142,11 +151,17 @@ func (p *PLEG) followEvents(ctx context.Context) {
 			}
 		}
 		cancel()
-		if err != nil {
+		retry := eventRetry
+		if status.Code(err) == codes.Unimplemented {
+			// containerd 1.6 has no event stream: the relist alone follows it, and asking
+			// every few seconds only fills the log with the client's errors.
+			p.log.Debug("the runtime has no container event stream; relisting only", "err", err)
+			retry = unimplementedEventRetry
+		} else if err != nil {
 			p.log.Debug("container event stream ended", "err", err)
 		}
-		// Retry later: the runtime may not support events, or it restarted.
-		t := time.NewTimer(5 * time.Second)
+		// Retry later: the runtime may have restarted, or been upgraded to one with events.
+		t := time.NewTimer(retry)
 		select {
 		case <-ctx.Done():
 			t.Stop()

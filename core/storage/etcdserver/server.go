@@ -32,6 +32,15 @@ type Config struct {
 	PeerURL string
 	// Name is the member name; empty = "wasmplane".
 	Name string
+	// InitialCluster lists every member of a new cluster as name=peerURL,… (etcd's
+	// --initial-cluster); empty = a single-member cluster of this member alone. It is read
+	// only when the data dir is new.
+	InitialCluster string
+	// InitialClusterState is "new" (default) or "existing" (joining a running cluster).
+	InitialClusterState string
+	// InitialClusterToken keeps members of different clusters from joining each other
+	// (default etcd's "etcd-cluster").
+	InitialClusterToken string
 	// QuotaBytes is the backend quota; 0 = DefaultQuotaBytes.
 	QuotaBytes int64
 	// ReadyTimeout bounds the wait for the member to serve; 0 = 30 s.
@@ -90,6 +99,20 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 	ec.ListenPeerUrls = []url.URL{*peerURL}
 	ec.AdvertisePeerUrls = []url.URL{*peerURL}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	if cfg.InitialCluster != "" {
+		ec.InitialCluster = cfg.InitialCluster
+	}
+	switch cfg.InitialClusterState {
+	case "", embed.ClusterStateFlagNew:
+		ec.ClusterState = embed.ClusterStateFlagNew
+	case embed.ClusterStateFlagExisting:
+		ec.ClusterState = embed.ClusterStateFlagExisting
+	default:
+		return nil, fmt.Errorf("etcdserver: initial cluster state %q: want new or existing", cfg.InitialClusterState)
+	}
+	if cfg.InitialClusterToken != "" {
+		ec.InitialClusterToken = cfg.InitialClusterToken
+	}
 	ec.QuotaBackendBytes = cfg.QuotaBytes
 	if ec.QuotaBackendBytes == 0 {
 		ec.QuotaBackendBytes = DefaultQuotaBytes
@@ -97,8 +120,12 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 	// The storage Compactor compacts, like kube-apiserver does.
 	ec.AutoCompactionRetention = "0"
 	// A single member elects itself: short ticks make a restart ready in well under 1 s.
-	ec.TickMs = 10
-	ec.ElectionMs = 100
+	// Several members keep etcd's defaults (100 ms ticks, 1 s elections), so that a busy
+	// machine does not make followers start needless elections.
+	if !multiMember(ec.InitialCluster) {
+		ec.TickMs = 10
+		ec.ElectionMs = 100
+	}
 	ec.MaxRequestBytes = 8 << 20
 	closing := &atomic.Bool{}
 	zl := zap.New(quietCore{Core: zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
@@ -148,6 +175,16 @@ func (s *Server) Close() {
 		s.etcd.Close()
 		s.log.Info("embedded etcd stopped")
 	})
+}
+
+// multiMember tells whether an initial cluster (name=url,…) names more than one member.
+func multiMember(initialCluster string) bool {
+	names := map[string]bool{}
+	for m := range strings.SplitSeq(initialCluster, ",") {
+		name, _, _ := strings.Cut(m, "=")
+		names[name] = true
+	}
+	return len(names) > 1
 }
 
 // urlOrFree parses u, or picks a free loopback port when u is empty.

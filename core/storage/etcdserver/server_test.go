@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -146,4 +147,67 @@ func TestReopenKeepsData(t *testing.T) {
 	if len(srv.Endpoints()) != 1 || !strings.HasPrefix(srv.Endpoints()[0], "http://127.0.0.1:") {
 		t.Fatalf("endpoints %v", srv.Endpoints())
 	}
+}
+
+// TestThreeMemberCluster starts three members of one cluster at once (a member is ready
+// only when a quorum is), writes through one and reads through another, then stops one
+// member and checks that the other two still serve writes.
+func TestThreeMemberCluster(t *testing.T) {
+	names := []string{"m0", "m1", "m2"}
+	var peers, clients []string
+	var initial []string
+	for _, n := range names {
+		peers = append(peers, fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
+		clients = append(clients, fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
+		initial = append(initial, n+"="+peers[len(peers)-1])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srvs := make([]*etcdserver.Server, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Go(func() {
+			srvs[i], errs[i] = etcdserver.Start(ctx, etcdserver.Config{DataDir: t.TempDir(), Name: n,
+				ClientURL: clients[i], PeerURL: peers[i], InitialCluster: strings.Join(initial, ","),
+				InitialClusterToken: "test-" + t.Name()})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("member %s: %v", names[i], err)
+		}
+		defer srvs[i].Close()
+	}
+	writePods(t, podStore(t, srvs[0]), 10)
+	if n := countPods(t, podStore(t, srvs[2])); n != 10 {
+		t.Fatalf("member m2 lists %d pods, want 10", n)
+	}
+	srvs[0].Close()
+	c, err := storage.NewClient(storage.ClientConfig{Endpoints: clients[1:]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Put(ctx, "/after-loss", "x"); err != nil {
+		t.Fatalf("writing with two of three members: %v", err)
+	}
+}
+
+func TestInitialClusterStateValidated(t *testing.T) {
+	_, err := etcdserver.Start(context.Background(), etcdserver.Config{DataDir: t.TempDir(), InitialClusterState: "bogus"})
+	if err == nil || !strings.Contains(err.Error(), "initial cluster state") {
+		t.Fatalf("err = %v, want an initial cluster state error", err)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// TestFlagUsagesHaveNoBackquotes guards `--help`: pflag takes a backquoted word of a usage
+// string as the flag's value name, so "run `wasmplane agent` elsewhere" on a bool flag
+// printed `--disable-kubelet wasmplane agent`.
+func TestFlagUsagesHaveNoBackquotes(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				name, _ := pflag.UnquoteUsage(f)
+				t.Errorf("%s --%s: usage %q has backquotes (help shows the value name %q)", c.CommandPath(), f.Name, f.Usage, name)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot())
+}
