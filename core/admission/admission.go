@@ -145,9 +145,11 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 	}
 	for i, m := range dynamic {
 		if r, ok := m.(ReinvocableMutator); ok && changedAfter[i] && r.Reinvoke() {
+			before := snapshot(a.Object)
 			start := time.Now()
 			err := m.Admit(ctx, a)
-			t.Add(start, "admission", m.Name(), outcome("reinvoked mutate", err, false), errText(err))
+			changed := err == nil && !equalSnapshots(before, snapshot(a.Object))
+			t.Add(start, "admission", m.Name(), outcome("reinvoked mutate", err, changed), errText(err))
 			if err != nil {
 				return err
 			}

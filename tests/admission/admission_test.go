@@ -33,15 +33,23 @@ type env struct {
 	dyn dynamic.Interface
 	url string
 	hc  *http.Client
+	// cfg is the admin config, for clients with their own settings.
+	cfg *rest.Config
 }
 
-func start(t *testing.T) *env {
+func start(t testing.TB) *env {
 	t.Helper()
 	inst, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), Port: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(inst.Close)
+	return envFor(t, inst)
+}
+
+// envFor builds the clients of a started server and its two tenant namespaces.
+func envFor(t testing.TB, inst *server.Instance) *env {
+	t.Helper()
 	cs := kubernetes.NewForConfigOrDie(inst.RESTConfig())
 	dyn := dynamic.NewForConfigOrDie(inst.RESTConfig())
 	for _, ns := range []string{"tenant-a", "tenant-b"} {
@@ -53,11 +61,11 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{cs: cs, dyn: dyn, url: inst.URL(), hc: hc}
+	return &env{cs: cs, dyn: dyn, url: inst.URL(), hc: hc, cfg: inst.RESTConfig()}
 }
 
 // push uploads a module and returns its hex digest.
-func (e *env) push(t *testing.T, wasm []byte) string {
+func (e *env) push(t testing.TB, wasm []byte) string {
 	t.Helper()
 	resp, err := e.hc.Post(e.url+"/apis/wasmplane.io/v1alpha1/wasmmodules", "application/wasm", bytes.NewReader(wasm))
 	if err != nil {
@@ -73,23 +81,25 @@ func (e *env) push(t *testing.T, wasm []byte) string {
 
 // apply creates or updates a namespaced WasmPlugin and waits until this server reports
 // it loaded at the new generation.
-func (e *env) apply(t *testing.T, ns, name, digest string, hooks []wasmv1.Hook, config string, failurePolicy wasmv1.FailurePolicy) {
+func (e *env) apply(t testing.TB, ns, name, digest string, hooks []wasmv1.Hook, config string, failurePolicy wasmv1.FailurePolicy) {
+	t.Helper()
+	e.applySpec(t, ns, name, podPluginSpec(digest, hooks, config, failurePolicy))
+}
+
+// podPluginSpec is the spec of a plugin on pod creates.
+func podPluginSpec(digest string, hooks []wasmv1.Hook, config string, failurePolicy wasmv1.FailurePolicy) wasmv1.WasmPluginSpec {
+	return wasmv1.WasmPluginSpec{Module: wasmv1.ModuleSource{Digest: "sha256:" + digest}, SHA256: digest, Hooks: hooks,
+		Rules:         []wasmv1.Rule{{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}, Operations: []wasmv1.Operation{"CREATE"}}},
+		Config:        &runtime.RawExtension{Raw: []byte(config)},
+		FailurePolicy: &failurePolicy}
+}
+
+// applySpec is apply with a whole spec.
+func (e *env) applySpec(t testing.TB, ns, name string, spec wasmv1.WasmPluginSpec) {
 	t.Helper()
 	ctx := context.Background()
-	p := &wasmv1.WasmPlugin{
-		TypeMeta:   metav1.TypeMeta{APIVersion: wasmv1.SchemeGroupVersion.String(), Kind: "WasmPlugin"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: wasmv1.WasmPluginSpec{Module: wasmv1.ModuleSource{Digest: "sha256:" + digest}, SHA256: digest, Hooks: hooks,
-			Rules:         []wasmv1.Rule{{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}, Operations: []wasmv1.Operation{"CREATE"}}},
-			Config:        &runtime.RawExtension{Raw: []byte(config)},
-			FailurePolicy: &failurePolicy},
-	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ri := e.dyn.Resource(wasmv1.SchemeGroupVersion.WithResource("wasmplugins")).Namespace(ns)
-	u := &unstructured.Unstructured{Object: obj}
+	u := pluginObject(t, ns, name, spec)
 	var gen int64
 	if cur, err := ri.Get(ctx, name, metav1.GetOptions{}); err == nil {
 		u.SetResourceVersion(cur.GetResourceVersion())
@@ -108,12 +118,27 @@ func (e *env) apply(t *testing.T, ns, name, digest string, hooks []wasmv1.Hook, 
 	waitLoaded(t, ri, name, gen)
 }
 
+// pluginObject is a WasmPlugin as the dynamic client sends it.
+func pluginObject(t testing.TB, ns, name string, spec wasmv1.WasmPluginSpec) *unstructured.Unstructured {
+	t.Helper()
+	p := &wasmv1.WasmPlugin{
+		TypeMeta:   metav1.TypeMeta{APIVersion: wasmv1.SchemeGroupVersion.String(), Kind: "WasmPlugin"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       spec,
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
 func toUnstructured(obj map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: obj}
 }
 
 // waitLoaded waits until this server reports the plugin loaded at generation gen.
-func waitLoaded(t *testing.T, ri dynamic.ResourceInterface, name string, gen int64) {
+func waitLoaded(t testing.TB, ri dynamic.ResourceInterface, name string, gen int64) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		cur, err := ri.Get(ctx, name, metav1.GetOptions{})

@@ -24,20 +24,21 @@ func (ClusterWasmPlugin) SwaggerDoc() map[string]string {
 // SwaggerDoc describes WasmPluginSpec.
 func (WasmPluginSpec) SwaggerDoc() map[string]string {
 	return map[string]string{
-		"":                  "WasmPluginSpec is what a plugin runs and where.",
-		"module":            "Module says where the module's bytes come from: a module stored in the cluster (digest), a file on the server, or a URL.",
-		"sha256":            "SHA256 pins the module: the lowercase hex sha256 of its bytes. Servers refuse bytes with another digest.",
-		"hooks":             "Hooks are the entry points the plugin is used for: authenticate, mutate, validate, initialize, filter, score.",
-		"rules":             "Rules select the admission requests and objects the plugin sees (groups, versions, resources, operations, scope).",
-		"namespaceSelector": "NamespaceSelector narrows a ClusterWasmPlugin to namespaces whose labels match.",
-		"objectSelector":    "ObjectSelector narrows the plugin to objects whose labels match.",
-		"initializer":       "Initializer is the initializer name (for example podimage.example.com) that the initialize hook serves.",
-		"scheduler":         "Scheduler places filter and score hooks in scheduler profiles, with a weight.",
-		"config":            "Config is free JSON handed to the module's configure hook once per instance; the module may reject it.",
-		"limits":            "Limits bound memory, call time, input and output sizes and instances; unset values take the server's defaults.",
-		"failurePolicy":     "FailurePolicy says what happens when the plugin fails (trap, timeout, bad answer): Fail (default) or Ignore.",
-		"order":             "Order places the plugin among plugins of the same hook, lower first.",
-		"fullObjects":       "FullObjects sends whole Node and Pod objects to scheduling hooks instead of compact documents.",
+		"":                   "WasmPluginSpec is what a plugin runs and where.",
+		"module":             "Module says where the module's bytes come from: a module stored in the cluster (digest), a file on the server, or a URL.",
+		"sha256":             "SHA256 pins the module: the lowercase hex sha256 of its bytes. Servers refuse bytes with another digest.",
+		"hooks":              "Hooks are the entry points the plugin is used for: authenticate, mutate, validate, initialize, filter, score.",
+		"rules":              "Rules select the admission requests and objects the plugin sees (groups, versions, resources, operations, scope).",
+		"namespaceSelector":  "NamespaceSelector narrows a ClusterWasmPlugin to namespaces whose labels match.",
+		"objectSelector":     "ObjectSelector narrows the plugin to objects whose labels match.",
+		"initializer":        "Initializer is the initializer name (for example podimage.example.com) that the initialize hook serves.",
+		"scheduler":          "Scheduler places filter and score hooks in scheduler profiles, with a weight.",
+		"config":             "Config is free JSON handed to the module's configure hook once per instance; the module may reject it.",
+		"limits":             "Limits bound memory, call time, input and output sizes and instances; unset values take the server's defaults.",
+		"failurePolicy":      "FailurePolicy says what happens when the plugin fails (trap, timeout, bad answer): Fail (default) or Ignore.",
+		"reinvocationPolicy": "ReinvocationPolicy says whether the mutate hook runs once more when a plugin after it changed the object: IfNeeded (default) or Never.",
+		"order":              "Order places the plugin among plugins of the same hook, lower first.",
+		"fullObjects":        "FullObjects sends whole Node and Pod objects to scheduling hooks instead of compact documents.",
 	}
 }
 

@@ -45,6 +45,19 @@ const (
 	Ignore FailurePolicy = "Ignore"
 )
 
+// ReinvocationPolicy says whether a mutating plugin runs again when a later plugin
+// changed the object, as Kubernetes' reinvocationPolicy of a mutating webhook.
+type ReinvocationPolicy string
+
+// The reinvocation policies.
+const (
+	// IfNeeded (wasmplane's default) runs the plugin once more if a plugin after it
+	// changed the object, so that it sees the final object.
+	IfNeeded ReinvocationPolicy = "IfNeeded"
+	// Never runs the plugin once per request.
+	Never ReinvocationPolicy = "Never"
+)
+
 // Operation is an admission operation a rule matches.
 type Operation string
 
@@ -131,6 +144,8 @@ type WasmPluginSpec struct {
 	Limits *Limits `json:"limits,omitempty"`
 	// FailurePolicy is Fail (default) or Ignore.
 	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
+	// ReinvocationPolicy is IfNeeded (default) or Never; it applies to the mutate hook.
+	ReinvocationPolicy ReinvocationPolicy `json:"reinvocationPolicy,omitempty"`
 	// Order places the plugin among others of the same hook (lower first).
 	Order int32 `json:"order,omitempty"`
 	// FullObjects asks for whole objects in scheduling hooks instead of compact

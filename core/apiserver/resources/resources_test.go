@@ -238,6 +238,8 @@ func TestValidatePluginSpec(t *testing.T) {
 		{"initializer name", false, func(s *wasmv1.WasmPluginSpec) { s.Hooks = []wasmv1.Hook{wasmv1.HookInitialize} }, "spec.initializer:FieldValueRequired"},
 		{"tenant namespace selector", true, func(s *wasmv1.WasmPluginSpec) { s.NamespaceSelector = &metav1.LabelSelector{} }, "spec.namespaceSelector:FieldValueForbidden"},
 		{"failure policy", true, func(s *wasmv1.WasmPluginSpec) { p := wasmv1.FailurePolicy("Maybe"); s.FailurePolicy = &p }, "spec.failurePolicy:FieldValueNotSupported"},
+		{"reinvocation policy", true, func(s *wasmv1.WasmPluginSpec) { s.ReinvocationPolicy = "Sometimes" }, "spec.reinvocationPolicy:FieldValueNotSupported"},
+		{"reinvocation Never", true, func(s *wasmv1.WasmPluginSpec) { s.ReinvocationPolicy = wasmv1.Never }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -250,6 +250,9 @@ func validatePluginSpec(spec *wasmv1.WasmPluginSpec, namespaced bool, p *field.P
 	if fp := spec.FailurePolicy; fp != nil && *fp != wasmv1.Fail && *fp != wasmv1.Ignore {
 		errs = append(errs, field.NotSupported(p.Child("failurePolicy"), *fp, []string{"Fail", "Ignore"}))
 	}
+	if rp := spec.ReinvocationPolicy; rp != "" && rp != wasmv1.IfNeeded && rp != wasmv1.Never {
+		errs = append(errs, field.NotSupported(p.Child("reinvocationPolicy"), rp, []string{"IfNeeded", "Never"}))
+	}
 	if spec.Scheduler != nil && spec.Scheduler.Weight < 0 {
 		errs = append(errs, field.Invalid(p.Child("scheduler", "weight"), spec.Scheduler.Weight, "must be >= 0"))
 	}

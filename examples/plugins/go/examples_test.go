@@ -27,6 +27,7 @@ func TestMain(m *testing.M) { wasmtest.Main(m) }
 var examples = []string{
 	"examples/plugins/go/token-authenticator",
 	"examples/plugins/go/label-injector",
+	"examples/plugins/go/owner-annotator",
 	"examples/plugins/go/require-labels",
 	"examples/plugins/go/podimage-initializer",
 	"examples/plugins/go/node-label-filter",
@@ -150,6 +151,47 @@ func TestLabelInjector(t *testing.T) {
 			}
 			if !resp.Allowed || strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
 				t.Fatalf("patch =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestOwnerAnnotator(t *testing.T) {
+	r := runtime(t)
+	if _, err := plugin(t, r, "owner-annotator", `{"label":"team"}`); !errors.Is(err, wasm.ErrConfigRejected) {
+		t.Fatalf("no annotation: %v, want config-rejected", err)
+	}
+	p := mustPlugin(t, r, "owner-annotator", `{"label":"team","annotation":"example.com/owner"}`)
+	tests := []struct {
+		name, pod string
+		patch     []string
+		warnings  []string
+		audit     map[string]string
+	}{
+		{"no label: warning", `{"metadata":{"name":"web"},"spec":{}}`, nil,
+			[]string{`pod "web" has no "team" label: annotation example.com/owner not set`}, nil},
+		{"label, no annotations", `{"metadata":{"labels":{"team":"blue"}}}`,
+			[]string{"add /metadata/annotations {}", `add /metadata/annotations/example.com~1owner "blue"`}, nil, map[string]string{"owner": "blue"}},
+		{"other annotations", `{"metadata":{"labels":{"team":"blue"},"annotations":{"a":"b"}}}`,
+			[]string{`add /metadata/annotations/example.com~1owner "blue"`}, nil, map[string]string{"owner": "blue"}},
+		{"already annotated: idempotent", `{"metadata":{"labels":{"team":"blue"},"annotations":{"example.com/owner":"blue"}}}`,
+			nil, nil, map[string]string{"owner": "blue"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := p.Mutate(context.Background(), podRequest("CREATE", tt.pod))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, op := range resp.Patch {
+				got = append(got, fmt.Sprintf("%s %s %s", op.Op, op.Path, op.Value))
+			}
+			if !resp.Allowed || strings.Join(got, "\n") != strings.Join(tt.patch, "\n") {
+				t.Fatalf("patch =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.patch, "\n"))
+			}
+			if fmt.Sprintf("%q", resp.Warnings) != fmt.Sprintf("%q", tt.warnings) || fmt.Sprint(resp.AuditAnnotations) != fmt.Sprint(tt.audit) {
+				t.Fatalf("warnings %q audit %v, want %q %v", resp.Warnings, resp.AuditAnnotations, tt.warnings, tt.audit)
 			}
 		})
 	}

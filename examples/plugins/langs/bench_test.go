@@ -21,11 +21,11 @@ var sizes = map[string][]string{
 func TestModuleSizes(t *testing.T) {
 	t.Parallel()
 	for _, lang := range languages {
-		t.Run(lang.name, func(t *testing.T) {
+		t.Run(lang.Name, func(t *testing.T) {
 			t.Parallel()
 			r := hostRuntime(t)
-			for _, ex := range sizes[lang.name] {
-				mod := lang.build(t, ex)
+			for _, ex := range sizes[lang.Name] {
+				mod := lang.Build(t, ex)
 				m, err := r.Compile(context.Background(), mod, "")
 				if err != nil {
 					t.Fatal(err)
@@ -39,7 +39,7 @@ func TestModuleSizes(t *testing.T) {
 					}
 					_ = p.Close(context.Background())
 				}
-				t.Logf("%-15s %-18s %7d bytes, load (instantiate+configure) %v", lang.name, ex, len(mod), time.Since(start)/n)
+				t.Logf("%-15s %-18s %7d bytes, load (instantiate+configure) %v", lang.Name, ex, len(mod), time.Since(start)/n)
 				_ = m.Close(context.Background())
 			}
 		})
@@ -57,8 +57,8 @@ var configs = map[string]string{
 // (what the pool pays for each instance it adds).
 func BenchmarkLoad(b *testing.B) {
 	for _, lang := range languages {
-		b.Run(lang.name, func(b *testing.B) {
-			mod := lang.build(b, "require-labels")
+		b.Run(lang.Name, func(b *testing.B) {
+			mod := lang.Build(b, "require-labels")
 			r := hostRuntime(b)
 			m, err := r.Compile(context.Background(), mod, "")
 			if err != nil {
@@ -81,8 +81,8 @@ func BenchmarkLoad(b *testing.B) {
 func BenchmarkValidate(b *testing.B) {
 	req := podRequest("CREATE", "Pod", `{"metadata":{"name":"web","labels":{"team":"a"}},"spec":{"containers":[{"name":"c","image":"nginx:1.27"}]}}`)
 	for _, lang := range languages {
-		b.Run(lang.name, func(b *testing.B) {
-			p := mustLoad(b, hostRuntime(b), "bench", lang.build(b, "require-labels"), configs["require-labels"])
+		b.Run(lang.Name, func(b *testing.B) {
+			p := mustLoad(b, hostRuntime(b), "bench", lang.Build(b, "require-labels"), configs["require-labels"])
 			for b.Loop() {
 				if resp, err := p.Validate(context.Background(), req); err != nil || !resp.Allowed {
 					b.Fatal(resp, err)

@@ -23,7 +23,7 @@ func only(names ...string) []language {
 	var out []language
 	for _, l := range languages {
 		for _, n := range names {
-			if l.name == n {
+			if l.Name == n {
 				out = append(out, l)
 			}
 		}
@@ -62,15 +62,15 @@ func TestRequireLabels(t *testing.T) {
 	// The WAT example compares names by their raw text, a limitation its README documents.
 	unsupported := map[string]string{"escaped label key": "wat"}
 	for _, lang := range languages {
-		t.Run(lang.name, func(t *testing.T) {
+		t.Run(lang.Name, func(t *testing.T) {
 			t.Parallel() // builds of different toolchains overlap
-			mod := lang.build(t, "require-labels")
+			mod := lang.Build(t, "require-labels")
 			r := hostRuntime(t)
 			p := mustLoad(t, r, "require-labels", mod, `{"labels":["team","tier"]}`)
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
-					if unsupported[tt.name] == lang.name {
-						t.Skipf("not supported by the %s example", lang.name)
+					if unsupported[tt.name] == lang.Name {
+						t.Skipf("not supported by the %s example", lang.Name)
 					}
 					resp, err := p.Validate(context.Background(), podRequest(tt.op, tt.kind, tt.object))
 					if err != nil {
@@ -118,9 +118,9 @@ const podJSON = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","names
 func TestNodeLabelFilter(t *testing.T) {
 	t.Parallel()
 	for _, lang := range only("c", "assemblyscript") {
-		t.Run(lang.name, func(t *testing.T) {
+		t.Run(lang.Name, func(t *testing.T) {
 			t.Parallel() // builds of different toolchains overlap
-			mod := lang.build(t, "node-label-filter")
+			mod := lang.Build(t, "node-label-filter")
 			r := hostRuntime(t)
 			if _, err := load(t, r, "node-label-filter", mod, `{}`); !errors.Is(err, wasm.ErrConfigRejected) {
 				t.Fatalf("no label: %v, want config-rejected", err)
@@ -169,9 +169,9 @@ func TestNodeLabelFilter(t *testing.T) {
 func TestLabelScore(t *testing.T) {
 	t.Parallel()
 	for _, lang := range only("c", "assemblyscript") {
-		t.Run(lang.name, func(t *testing.T) {
+		t.Run(lang.Name, func(t *testing.T) {
 			t.Parallel() // builds of different toolchains overlap
-			mod := lang.build(t, "label-score")
+			mod := lang.Build(t, "label-score")
 			r := hostRuntime(t)
 			if _, err := load(t, r, "label-score", mod, `{"label":""}`); !errors.Is(err, wasm.ErrConfigRejected) {
 				t.Fatalf("empty label: %v, want config-rejected", err)

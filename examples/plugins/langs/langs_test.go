@@ -2,20 +2,14 @@
 // source with their toolchains and runs them through the host (plugins/wasm) with the
 // same requests as the Go examples' tests, so every language shows the same behaviour.
 // A missing toolchain skips a test locally and fails it when CI is set, since CI
-// installs them (scripts/install-toolchains.sh).
+// installs them (scripts/install-toolchains.sh); see wasmtest.Need.
 package langs_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/wasmplane/wasmplane/plugins/wasm"
@@ -24,80 +18,12 @@ import (
 
 func TestMain(m *testing.M) { wasmtest.Main(m) }
 
-// need skips the test (fails it under CI) when a toolchain prerequisite is missing.
-func need(tb testing.TB, ok bool, what string) {
-	tb.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		tb.Fatalf("%s is not installed (run scripts/install-toolchains.sh)", what)
-	}
-	tb.Skipf("%s is not installed (run scripts/install-toolchains.sh)", what)
-}
-
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
-// builds memoizes modules per test binary: several tests share one build.
-var builds sync.Map // key -> *built
-
-type built struct {
-	once sync.Once
-	wasm []byte
-	err  error
-}
-
-// buildOnce runs make once per key; make writes the module to the path it is given.
-func buildOnce(tb testing.TB, key string, make func(out string) error) []byte {
-	tb.Helper()
-	v, _ := builds.LoadOrStore(key, &built{})
-	b := v.(*built)
-	b.once.Do(func() {
-		dir, err := os.MkdirTemp(wasmtest.TempDir(tb), "build-")
-		if err != nil {
-			b.err = err
-			return
-		}
-		out := filepath.Join(dir, "plugin.wasm")
-		if b.err = make(out); b.err == nil {
-			b.wasm, b.err = os.ReadFile(out)
-		}
-	})
-	if b.err != nil {
-		tb.Fatalf("build %s: %v", key, b.err)
-	}
-	return b.wasm
-}
-
-// run runs a toolchain command in dir and folds its output into the error.
-func run(dir string, env []string, name string, args ...string) error {
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %v: %v\n%s", name, args, err, out.String())
-	}
-	return nil
-}
-
-// language is one guest language: how to build one of its examples.
-type language struct {
-	name  string
-	build func(tb testing.TB, example string) []byte
-}
+// language is one guest language: how to build one of its examples (wasmtest builds
+// them, for these tests and for tests/admission's through a real server).
+type language = wasmtest.Language
 
 // languages lists every language whose examples these tests build.
-var languages = []language{
-	{"c", buildC},
-	{"assemblyscript", buildAS},
-	{"rust", buildRust},
-	{"wat", buildWAT},
-}
+var languages = wasmtest.Languages()
 
 // hostRuntime returns a host runtime sharing the binary's compilation cache.
 func hostRuntime(tb testing.TB) *wasm.Runtime {

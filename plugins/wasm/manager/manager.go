@@ -364,6 +364,13 @@ func (m *Manager) reconcile(ctx context.Context, objs []any) {
 		byKey[e.key] = e
 	}
 	var next []*entry
+	// "Loaded" is written only once the new set serves requests: a client waiting for
+	// the status (kubectl wait) must find the new version live, not about to be.
+	type loadedStatus struct {
+		o      *object
+		digest string
+	}
+	var loaded []loadedStatus
 	for _, raw := range objs {
 		o, err := decode(raw)
 		if err != nil {
@@ -388,7 +395,7 @@ func (m *Manager) reconcile(ctx context.Context, objs []any) {
 			}
 			continue
 		}
-		m.writeStatus(ctx, o, "Loaded", e.plugin.Digest(), "")
+		loaded = append(loaded, loadedStatus{o, e.plugin.Digest()})
 		next = append(next, e)
 	}
 	slices.SortStableFunc(next, func(a, b *entry) int {
@@ -409,6 +416,9 @@ func (m *Manager) reconcile(ctx context.Context, objs []any) {
 	}
 	m.cur.Store(newSet(next))
 	m.retire(old, drop)
+	for _, l := range loaded {
+		m.writeStatus(ctx, l.o, "Loaded", l.digest, "")
+	}
 }
 
 // retire closes the plugins only old held, once old's requests are done.
@@ -487,7 +497,8 @@ func (m *Manager) load(ctx context.Context, o *object, prev *entry) (*entry, err
 		e.plugin = p
 	}
 	fp := o.spec.FailurePolicy
-	e.adapter = &wasmadmission.Plugin{PluginName: o.key, Caller: e.plugin, Ignore: fp != nil && *fp == wasmv1.Ignore, Log: m.log}
+	e.adapter = &wasmadmission.Plugin{PluginName: o.key, Caller: e.plugin, Ignore: fp != nil && *fp == wasmv1.Ignore,
+		NoReinvocation: o.spec.ReinvocationPolicy == wasmv1.Never, Log: m.log}
 	e.authn = m.authenticator(e)
 	return e, nil
 }

@@ -143,6 +143,9 @@ type MutateResponse struct {
 	Reason   string           `json:"reason,omitempty"`
 	Message  string           `json:"message,omitempty"`
 	Warnings []string         `json:"warnings,omitempty"`
+	// AuditAnnotations are recorded, keyed "<plugin>/<key>", in the request's trace and
+	// log, as Kubernetes records a webhook's in its audit event.
+	AuditAnnotations map[string]string `json:"auditAnnotations,omitempty"`
 }
 
 // ValidateResponse is the output of the validate hook.
@@ -153,6 +156,8 @@ type ValidateResponse struct {
 	Reason   string   `json:"reason,omitempty"`
 	Message  string   `json:"message,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
+	// AuditAnnotations are recorded as MutateResponse's are.
+	AuditAnnotations map[string]string `json:"auditAnnotations,omitempty"`
 }
 
 // InitializeRequest is the input of the initialize hook.

@@ -1,0 +1,144 @@
+package wasmtest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wasmplane/wasmplane/plugins/wasm/toolkit/toolchain"
+)
+
+// The example plugins of the other SDK languages live in examples/plugins/<language>/
+// <example>/ and are built with the command lines of plugins/wasm/toolkit/toolchain, as
+// `wasmplane plugin build` builds them. examples/plugins/langs tests them at the ABI
+// level; tests/admission drives them through a real server.
+
+// Language is one guest language other than Go: how to build one of its examples.
+type Language struct {
+	// Name is the directory under examples/plugins ("c", "assemblyscript", "rust", "wat").
+	Name string
+	// Build builds examples/plugins/<Name>/<example> and returns the module.
+	Build func(tb testing.TB, example string) []byte
+}
+
+// Languages lists every non-Go language with examples, in a fixed order.
+func Languages() []Language {
+	return []Language{
+		{"c", C},
+		{"assemblyscript", AssemblyScript},
+		{"rust", Rust},
+		{"wat", WATExample},
+	}
+}
+
+// Need skips the test when a toolchain prerequisite is missing, or fails it when the CI
+// variable is set, because CI installs every toolchain (scripts/install-toolchains.sh).
+func Need(tb testing.TB, ok bool, what string) {
+	tb.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		tb.Fatalf("wasmtest: %s is not installed (run scripts/install-toolchains.sh)", what)
+	}
+	tb.Skipf("wasmtest: %s is not installed (run scripts/install-toolchains.sh)", what)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// wasiLibc is where Debian's wasi-libc package installs the WASI C library; Debian's
+// clang finds it there (multiarch layout) without a --sysroot.
+const wasiLibc = "/usr/lib/wasm32-wasi/libc.a"
+
+// C compiles examples/plugins/c/<example>/<example>.c with the C SDK into a WASI reactor,
+// as sdk/c/README.md tells plugin authors to.
+func C(tb testing.TB, example string) []byte {
+	tb.Helper()
+	clang := RequireTool(tb, "clang")
+	RequireTool(tb, "wasm-ld")
+	Need(tb, exists(wasiLibc), "wasi-libc ("+wasiLibc+")")
+	root := ModuleRoot(tb)
+	return buildExample(tb, "c:"+example, func(out, _ string) error {
+		args := toolchain.CArgs(out, "sdk/c", filepath.Join("examples/plugins/c", example, example+".c"))
+		return runTool(root, clang, args[1:]...)
+	})
+}
+
+// AssemblyScript compiles examples/plugins/assemblyscript/<example>/<example>.ts with the
+// asc that sdk/assemblyscript pins (npm ci there), as sdk/assemblyscript/README.md shows.
+func AssemblyScript(tb testing.TB, example string) []byte {
+	tb.Helper()
+	node := RequireTool(tb, "node")
+	root := ModuleRoot(tb)
+	Need(tb, exists(filepath.Join(root, toolchain.ASCompiler)), "assemblyscript (npm ci in sdk/assemblyscript)")
+	return buildExample(tb, "as:"+example, func(out, _ string) error {
+		args := toolchain.ASArgs(toolchain.ASCompiler, out, filepath.Join("examples/plugins/assemblyscript", example, example+".ts"), toolchain.ASAbort)
+		return runTool(root, node, args[1:]...)
+	})
+}
+
+// Rust compiles the SDK crate and examples/plugins/rust/<example> with rustc alone (what
+// cargo build --release does with the example's Cargo.toml, without needing cargo).
+func Rust(tb testing.TB, example string) []byte {
+	tb.Helper()
+	rustc, target, err := toolchain.Rust()
+	Need(tb, err == nil, "a rustc with the wasm32-wasi standard library (libstd-rust-dev-wasm32)")
+	root := ModuleRoot(tb)
+	return buildExample(tb, "rust:"+example, func(out, work string) error {
+		steps := toolchain.RustArgs(rustc, target, out, work, "sdk/rust/src/lib.rs", strings.ReplaceAll(example, "-", "_"),
+			filepath.Join("examples/plugins/rust", example, "src/lib.rs"))
+		for _, s := range steps {
+			if err := runTool(root, s[0], s[1:]...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// WATExample assembles examples/plugins/wat/<example>/<example>.wat with wabt's wat2wasm.
+func WATExample(tb testing.TB, example string) []byte {
+	tb.Helper()
+	return WAT(tb, example+"/"+example)
+}
+
+// buildExample runs make once per key per test binary; make writes the module to out and
+// may use work for intermediate files.
+func buildExample(tb testing.TB, key string, make func(out, work string) error) []byte {
+	tb.Helper()
+	tmp := TempDir(tb)
+	wasm, err := cache.get(key, func() ([]byte, error) {
+		dir, err := os.MkdirTemp(tmp, "build-")
+		if err != nil {
+			return nil, err
+		}
+		out := filepath.Join(dir, "plugin.wasm")
+		if err := make(out, dir); err != nil {
+			return nil, err
+		}
+		return os.ReadFile(out)
+	})
+	if err != nil {
+		tb.Fatalf("wasmtest: build %s: %v", key, err)
+	}
+	return wasm
+}
+
+// runTool runs a toolchain command in dir and folds its output into the error.
+func runTool(dir, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %v: %w\n%s", name, args, err, out.String())
+	}
+	return nil
+}
