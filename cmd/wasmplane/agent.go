@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/wasmplane/wasmplane/core/authn"
 	"github.com/wasmplane/wasmplane/core/server"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -23,6 +27,8 @@ func newAgent() *cobra.Command {
 		apiURL, token, kubeconfig, caFile string
 		taints                            []string
 		logLevel                          string
+		insecure                          bool
+		bootstrapTimeout                  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -33,7 +39,17 @@ func newAgent() *cobra.Command {
 				return fmt.Errorf("--log-level: %w", err)
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			rc, err := agentRESTConfig(apiURL, token, kubeconfig, caFile)
+			if cfg.NodeName == "" {
+				h, err := os.Hostname()
+				if err != nil {
+					return fmt.Errorf("--node-name not given and no hostname: %w", err)
+				}
+				cfg.NodeName = strings.ToLower(h)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rc, err := agentRESTConfig(ctx, agentCredentials{apiURL: apiURL, token: token, kubeconfig: kubeconfig, caFile: caFile,
+				insecure: insecure, rootDir: cfg.RootDir, nodeName: cfg.NodeName, timeout: bootstrapTimeout, log: cfg.Logger})
 			if err != nil {
 				return err
 			}
@@ -45,8 +61,6 @@ func newAgent() *cobra.Command {
 				}
 				cfg.Taints = append(cfg.Taints, taint)
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			stopNode, err := server.StartNode(ctx, cfg)
 			if err != nil {
 				return err
@@ -60,8 +74,10 @@ func newAgent() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&apiURL, "server", "", "API server URL (with --token)")
-	f.StringVar(&token, "token", "", "bearer token for --server")
-	f.StringVar(&caFile, "certificate-authority", "", "CA file verifying --server (default: not verified)")
+	f.StringVar(&token, "token", "", "bearer token for --server; a bootstrap token (<id>.<secret>, from wasmplane token create) joins the node by TLS bootstrapping, writing <root-dir>/"+server.KubeletKubeconfigName)
+	f.StringVar(&caFile, "certificate-authority", "", "CA file verifying --server (e.g. <data-dir>/pki/ca.crt of wasmplane up)")
+	f.BoolVar(&insecure, "insecure-skip-tls-verify", false, "do not verify --server's certificate (insecure: anyone on the path can impersonate the API server)")
+	f.DurationVar(&bootstrapTimeout, "bootstrap-timeout", server.DefaultBootstrapTimeout, "how long TLS bootstrapping waits for the certificate signing request to be approved and signed")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig with the kubelet's credentials (instead of --server/--token)")
 	f.StringVar(&cfg.NodeName, "node-name", "", "node name (default the hostname)")
 	f.StringVar(&cfg.NodeIP, "node-ip", "127.0.0.1", "the node's InternalIP, where the kubelet listens")
@@ -77,24 +93,45 @@ func newAgent() *cobra.Command {
 	return cmd
 }
 
-func agentRESTConfig(apiURL, token, kubeconfig, caFile string) (*rest.Config, error) {
-	switch {
-	case kubeconfig != "":
-		rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+// agentCredentials are the flags that decide how the agent authenticates.
+type agentCredentials struct {
+	apiURL, token, kubeconfig, caFile string
+	insecure                          bool
+	rootDir, nodeName                 string
+	timeout                           time.Duration
+	log                               *slog.Logger
+}
+
+// agentRESTConfig picks the kubelet's credentials: --kubeconfig; else, with a bootstrap
+// token, the node kubeconfig of an earlier join or a new one from TLS bootstrapping; else
+// --server with --token used as is; else the node kubeconfig of an earlier join.
+func agentRESTConfig(ctx context.Context, c agentCredentials) (*rest.Config, error) {
+	nodeKubeconfig := filepath.Join(c.rootDir, server.KubeletKubeconfigName)
+	if c.kubeconfig != "" {
+		rc, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("--kubeconfig: %w", err)
 		}
 		return rc, nil
-	case apiURL != "":
-		rc := &rest.Config{Host: apiURL, BearerToken: token}
-		if caFile != "" {
-			rc.TLSClientConfig.CAFile = caFile
-		} else if strings.HasPrefix(apiURL, "https://") {
-			rc.TLSClientConfig.Insecure = true
-		}
-		return rc, nil
 	}
-	return nil, errors.New("either --kubeconfig or --server (with --token) is required")
+	var caData []byte
+	if c.caFile != "" {
+		var err error
+		if caData, err = os.ReadFile(c.caFile); err != nil {
+			return nil, fmt.Errorf("--certificate-authority: %w", err)
+		}
+	}
+	if c.apiURL != "" && strings.HasPrefix(c.apiURL, "https://") && caData == nil && !c.insecure {
+		return nil, errors.New("--server needs --certificate-authority to verify the API server (or --insecure-skip-tls-verify)")
+	}
+	if c.apiURL == "" || authn.BootstrapTokenRE.MatchString(c.token) {
+		// Without --server this only reuses an earlier join's kubeconfig.
+		return server.LoadOrBootstrapKubeconfig(ctx, server.BootstrapOptions{Server: c.apiURL, Token: c.token,
+			CAData: caData, Insecure: c.insecure, NodeName: c.nodeName, KubeconfigPath: nodeKubeconfig,
+			Timeout: c.timeout, Logger: c.log})
+	}
+	return &rest.Config{Host: c.apiURL, BearerToken: c.token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: caData, Insecure: c.insecure}}, nil
 }
 
 // parseTaint reads key[=value]:Effect.

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/wasmplane/wasmplane/core/pki"
 	"github.com/wasmplane/wasmplane/core/server"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -15,7 +16,7 @@ import (
 // newControllerManager is `wasmplane controller-manager`: the controllers alone, against any
 // API server, with leader election so that several copies can run and one acts.
 func newControllerManager() *cobra.Command {
-	var kubeconfig, logLevel string
+	var kubeconfig, logLevel, signingCert, signingKey string
 	var opts server.ControllerManagerOptions
 	cmd := &cobra.Command{
 		Use:   "controller-manager",
@@ -30,6 +31,18 @@ func newControllerManager() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("loading kubeconfig: %w", err)
 			}
+			if (signingCert == "") != (signingKey == "") {
+				return fmt.Errorf("--cluster-signing-cert-file and --cluster-signing-key-file go together")
+			}
+			if signingCert != "" {
+				ca, err := pki.LoadCA(signingCert, signingKey)
+				if err != nil {
+					return fmt.Errorf("loading the cluster signing CA: %w", err)
+				}
+				opts.SigningCA = ca
+			} else {
+				opts.Logger.Info("no --cluster-signing-cert-file: the kubelet client certificate signer is off")
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return server.RunControllerManager(ctx, cfg, opts)
@@ -43,6 +56,8 @@ func newControllerManager() *cobra.Command {
 	f.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", server.LeaseDuration, "how long a standby waits after the leader's last renewal before taking over")
 	f.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", server.RenewDeadline, "how long the leader retries renewing before it stops leading (less than the lease duration)")
 	f.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", server.RetryPeriod, "how often candidates try to acquire or renew the Lease")
+	f.StringVar(&signingCert, "cluster-signing-cert-file", "", "PEM CA certificate that signs kubelet client certificates (e.g. <data-dir>/pki/ca.crt); empty = no signer")
+	f.StringVar(&signingKey, "cluster-signing-key-file", "", "PEM private key of --cluster-signing-cert-file")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -33,6 +34,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		coordinationv1.AddToScheme,
 		eventsv1.AddToScheme,
 		rbacv1.AddToScheme,
+		certificatesv1.AddToScheme,
 		authenticationv1.AddToScheme,
 		authorizationv1.AddToScheme,
 		schedulingv1.AddToScheme,

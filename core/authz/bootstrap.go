@@ -159,6 +159,15 @@ func ClusterRoles() []rbacv1.ClusterRole {
 		clusterRole("system:node", nil, NodeRules()...),
 		clusterRole("system:node-bootstrapper", nil,
 			rule([]string{"create", "get", "list", "watch"}, g("certificates.k8s.io"), "certificatesigningrequests")),
+		// The CSR approver asks (SubjectAccessReview) whether a requester may create these
+		// subresources before it approves a kubelet client certificate, as Kubernetes'.
+		clusterRole("system:certificates.k8s.io:certificatesigningrequests:nodeclient", nil,
+			rule([]string{"create"}, g("certificates.k8s.io"), "certificatesigningrequests/nodeclient")),
+		clusterRole("system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", nil,
+			rule([]string{"create"}, g("certificates.k8s.io"), "certificatesigningrequests/selfnodeclient")),
+		clusterRole("system:certificates.k8s.io:kube-apiserver-client-kubelet-approver", nil,
+			rbacv1.PolicyRule{Verbs: []string{"approve"}, APIGroups: g("certificates.k8s.io"), Resources: []string{"signers"},
+				ResourceNames: []string{"kubernetes.io/kube-apiserver-client-kubelet"}}),
 		clusterRole("system:auth-delegator", nil,
 			rule([]string{"create"}, g("authentication.k8s.io"), "tokenreviews"),
 			rule([]string{"create"}, g("authorization.k8s.io"), "subjectaccessreviews")),
@@ -174,7 +183,12 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule([]string{"create"}, g("authentication.k8s.io"), "tokenreviews"),
 			rule([]string{"create"}, g("authorization.k8s.io"), "subjectaccessreviews"),
 			rule([]string{"list", "watch"}, g("*"), "*"),
-			rule([]string{"create"}, g(""), "serviceaccounts/token")),
+			rule([]string{"create"}, g(""), "serviceaccounts/token"),
+			// csrapproving and csrsigning.
+			rule([]string{"get"}, g("certificates.k8s.io"), "certificatesigningrequests"),
+			rule([]string{"update"}, g("certificates.k8s.io"), "certificatesigningrequests/approval", "certificatesigningrequests/status"),
+			rbacv1.PolicyRule{Verbs: []string{"approve", "sign"}, APIGroups: g("certificates.k8s.io"), Resources: []string{"signers"},
+				ResourceNames: []string{"kubernetes.io/kube-apiserver-client-kubelet"}}),
 		clusterRole("system:kube-scheduler", nil,
 			eventsRule(),
 			rule([]string{"create"}, g("coordination.k8s.io"), "leases"),
@@ -259,6 +273,11 @@ func ClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		// As kubeadm does: bootstrap-token users (wasmplane agent joining) may ask for a
 		// kubelet client certificate.
 		clusterBindingNamed("wasmplane:kubelet-bootstrap", "system:node-bootstrapper", groupSubject(authn.GroupBootstrappers)),
+		// As kubeadm's node-autoapprove-bootstrap and node-autoapprove-certificate-rotation:
+		// the CSR approver approves a bootstrap token's kubelet client certificate request,
+		// and a node's request to renew its own.
+		clusterBindingNamed("wasmplane:node-autoapprove-bootstrap", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", groupSubject(authn.GroupBootstrappers)),
+		clusterBindingNamed("wasmplane:node-autoapprove-certificate-rotation", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", groupSubject(authn.GroupNodes)),
 	}
 	for i := range bindings {
 		addDefaults(&bindings[i].ObjectMeta)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wasmplane/wasmplane/core/controller/certificates"
 	"github.com/wasmplane/wasmplane/core/controller/clusterroleaggregation"
 	"github.com/wasmplane/wasmplane/core/controller/deployment"
 	"github.com/wasmplane/wasmplane/core/controller/garbagecollector"
@@ -17,6 +18,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/replicaset"
 	"github.com/wasmplane/wasmplane/core/controller/resourcequota"
 	"github.com/wasmplane/wasmplane/core/controller/serviceaccount"
+	"github.com/wasmplane/wasmplane/core/pki"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,7 +57,7 @@ func WithoutControllers(ctx context.Context) context.Context {
 
 // startControllers runs the controllers against the API server through client-go, as a
 // separate controller-manager would; the returned func stops them and waits.
-func startControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger) (func(), error) {
+func startControllers(ctx context.Context, cfg *rest.Config, signingCA *pki.CA, log *slog.Logger) (func(), error) {
 	if v, _ := ctx.Value(noControllersKey{}).(bool); v {
 		return func() {}, nil
 	}
@@ -64,7 +66,7 @@ func startControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger) (
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := RunControllers(ctx, cfg, log, ready); err != nil && ctx.Err() == nil {
+		if err := RunControllers(ctx, cfg, log, ready, signingCA); err != nil && ctx.Err() == nil {
 			log.Error("controllers stopped", "err", err)
 		}
 	}()
@@ -79,10 +81,12 @@ func startControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger) (
 	}, nil
 }
 
-// RunControllers runs the namespace, ReplicaSet, Deployment and garbage-collector controllers
-// until ctx ends and they have all stopped. If ready is non-nil it receives nil once the
-// controllers are started, or the setup error.
-func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, ready chan<- error) error {
+// RunControllers runs the namespace, ReplicaSet, Deployment, garbage-collector and
+// CertificateSigningRequest controllers until ctx ends and they have all stopped. If ready
+// is non-nil it receives nil once the controllers are started, or the setup error. The
+// kubelet client certificate signer runs only with a signingCA (the cluster CA and its
+// key), as kube-controller-manager's csrsigning runs only with --cluster-signing-*-file.
+func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, ready chan<- error, signingCA *pki.CA) error {
 	fail := func(err error) error {
 		if ready != nil {
 			ready <- err
@@ -141,8 +145,22 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	if err != nil {
 		return fail(err)
 	}
+	csrApprover, err := certificates.NewApprover(client, factory, log)
+	if err != nil {
+		return fail(err)
+	}
+	var csrSigner *certificates.Signer
+	if signingCA != nil {
+		if csrSigner, err = certificates.NewSigner(client, factory, signingCA, 0, log); err != nil {
+			return fail(err)
+		}
+	}
 	var wg sync.WaitGroup
 	factory.Start(ctx.Done())
+	wg.Go(func() { csrApprover.Run(ctx, 1) })
+	if csrSigner != nil {
+		wg.Go(func() { csrSigner.Run(ctx, 1) })
+	}
 	wg.Go(func() { nsc.Run(ctx, 2) })
 	wg.Go(func() { rsc.Run(ctx, 5) })
 	wg.Go(func() { dc.Run(ctx, 5) })
@@ -177,6 +195,9 @@ type ControllerManagerOptions struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Logger receives logs (default slog.Default()).
 	Logger *slog.Logger
+	// SigningCA, when set, is the cluster CA (certificate and key) the kubelet client
+	// certificate signer signs approved CertificateSigningRequests with; nil = no signer.
+	SigningCA *pki.CA
 	// OnLeading, if set, is told when this instance starts (true) and stops (false) leading.
 	OnLeading func(leading bool)
 }
@@ -240,7 +261,7 @@ func RunControllerManager(ctx context.Context, cfg *rest.Config, opts Controller
 					if opts.OnLeading != nil {
 						opts.OnLeading(true)
 					}
-					if err := RunControllers(lctx, cfg, log, nil); err != nil {
+					if err := RunControllers(lctx, cfg, log, nil, opts.SigningCA); err != nil {
 						log.Error("controllers failed", "err", err)
 					}
 				},

@@ -333,7 +333,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if cfg.DisableControllers {
 		ctrlCtx = WithoutControllers(ctx)
 	}
-	stopControllers, err := startControllers(ctrlCtx, inst.loopbackConfig(), log)
+	stopControllers, err := startControllers(ctrlCtx, inst.loopbackConfig(), sec.ca, log)
 	if err != nil {
 		cancel()
 		<-inst.done
