@@ -76,6 +76,9 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("etcdserver: DataDir is required")
 	}
+	if err := checkNotInUse(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()

@@ -211,3 +211,29 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// TestDataDirInUse: a second member on a data dir in use fails at once with a clear error
+// instead of waiting forever for the database lock.
+func TestDataDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	srv, _ := start(t, dir)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	second, err := etcdserver.Start(ctx, etcdserver.Config{DataDir: dir})
+	if err == nil {
+		second.Close()
+		t.Fatal("a second server started on a data dir in use")
+	}
+	if !strings.Contains(err.Error(), "is in use by another process") {
+		t.Fatalf("got %v, want the data dir in use", err)
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Fatalf("refused after %v, want at once", d)
+	}
+	srv.Close()
+	// Once released, the same dir starts again.
+	again, _ := start(t, dir)
+	again.Close()
+}
