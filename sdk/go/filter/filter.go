@@ -12,8 +12,10 @@ import (
 var handler func(in, dst []byte) ([]byte, error)
 
 // Register sets the plugin's filter handler; call it from an init function. The handler
-// gets the pod and every candidate node of one scheduling cycle and answers one pass flag
-// (and optionally a reason) per node, in order.
+// gets the pod and a batch of the candidate nodes of one scheduling cycle (a cycle may
+// take several batches, ABI §7.5) and answers one pass flag (and optionally a reason)
+// per node, in order. The request's pod and nodes are decoded once and shared with later
+// calls: the handler must not modify them.
 func Register(fn func(req *abi.SchedulingRequest) (abi.FilterResponse, error)) {
 	guest.Flags.NodeTable = true
 	handler = func(in, dst []byte) ([]byte, error) {

@@ -13,7 +13,8 @@ var handler func(in, dst []byte) ([]byte, error)
 
 // Register sets the plugin's score handler; call it from an init function. The handler
 // gets the pod and every feasible node of one scheduling cycle and answers one score per
-// node, in order (0 to 100).
+// node, in order (0 to 100). The request's pod and nodes are decoded once and shared
+// with later calls: the handler must not modify them.
 func Register(fn func(req *abi.SchedulingRequest) ([]int64, error)) {
 	guest.Flags.NodeTable = true
 	handler = func(in, dst []byte) ([]byte, error) {

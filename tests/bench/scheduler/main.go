@@ -4,6 +4,7 @@
 //
 //	go run ./tests/bench/scheduler -nodes 5000 -pods 10000
 //	go run ./tests/bench/scheduler -kubeconfig K -no-scheduler   # time another scheduler
+//	go run ./tests/bench/scheduler -peer ~/.cache/wasmplane-peers/kube-scheduler  # side by side
 //
 // By default it starts the API server (embedded etcd) and wasmplane's scheduler in this
 // process, as scheduler_perf does.
@@ -19,6 +20,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +49,9 @@ func main() {
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured phase")
 	plugins := flag.String("plugins", "", "add the example Filter+Score plugins: native (Go twins), wasm (the modules), or compare (native, then wasm, each on a fresh server)")
+	peer := flag.String("peer", "", "path of a kube-scheduler binary: run wasmplane's scheduler, then this one, each on a fresh in-process server, same nodes and pods")
+	peerArgs := flag.String("peer-args", "--kube-api-qps=1000 --kube-api-burst=2000", "extra kube-scheduler flags (space-separated) for -peer")
+	peerConfig := flag.String("peer-config", "", "a KubeSchedulerConfiguration file for -peer (the string KUBECONFIG in it is replaced by the server's kubeconfig path; -peer-args then only adds flags)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -61,15 +66,32 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	modes := []string{*plugins}
-	if *plugins == "compare" {
-		modes = []string{"native", "wasm"}
-	}
-	for _, mode := range modes {
-		if mode != "" {
-			fmt.Printf("plugins: %s\n", mode)
+	type runSpec struct{ plugins, peer string }
+	runs := []runSpec{{plugins: *plugins}}
+	switch {
+	case *plugins == "compare":
+		runs = []runSpec{{plugins: "native"}, {plugins: "wasm"}}
+	case *peer != "":
+		if *kubeconfig != "" || *noScheduler || *plugins != "" {
+			fmt.Fprintln(os.Stderr, "error: -peer starts its own servers; it excludes -kubeconfig, -no-scheduler and -plugins")
+			os.Exit(2)
 		}
-		if err := run(*nodes, *pods, *workers, *kubeconfig, *noScheduler, *proto, *precreate, *timeout, mode); err != nil {
+		runs = []runSpec{{}, {peer: *peer}}
+	}
+	for _, r := range runs {
+		switch {
+		case r.plugins != "":
+			fmt.Printf("plugins: %s\n", r.plugins)
+		case *peer != "" && r.peer == "":
+			fmt.Println("scheduler: wasmplane")
+		case r.peer != "":
+			fmt.Printf("scheduler: %s %s\n", r.peer, *peerArgs)
+		}
+		p := peerRun{path: r.peer, args: strings.Fields(*peerArgs), config: *peerConfig}
+		if p.config != "" {
+			p.args = nil
+		}
+		if err := run(*nodes, *pods, *workers, *kubeconfig, *noScheduler || r.peer != "", *proto, *precreate, *timeout, r.plugins, p); err != nil {
 			fmt.Fprintln(os.Stderr, "error:", err)
 			pprof.StopCPUProfile()
 			os.Exit(1)
@@ -77,23 +99,33 @@ func main() {
 	}
 }
 
-func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, precreate bool, timeout time.Duration, plugins string) error {
+// peerRun is another scheduler binary to start against the in-process server.
+type peerRun struct {
+	path, config string
+	args         []string
+}
+
+func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, precreate bool, timeout time.Duration, plugins string, peer peerRun) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var rc *rest.Config
+	var peerKubeconfig, dataDir string
 	if kubeconfig == "" {
 		dir, err := os.MkdirTemp("", "wasmplane-bench-")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		inst, err := server.Start(ctx, server.Config{DataDir: dir, Port: 0, Logger: quiet, DisableScheduler: true})
+		// API server and scheduler only, as scheduler_perf: the node lifecycle controller
+		// would taint these kubelet-less nodes unreachable a few minutes into a long run.
+		inst, err := server.Start(ctx, server.Config{DataDir: dir, Port: 0, Logger: quiet, DisableScheduler: true, DisableControllers: true})
 		if err != nil {
 			return fmt.Errorf("starting server: %w", err)
 		}
 		defer inst.Close()
 		rc = inst.RESTConfig()
+		peerKubeconfig, dataDir = inst.KubeconfigPath(), dir
 	} else {
 		var err error
 		if rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
@@ -166,6 +198,18 @@ func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, 
 	watchFactory.WaitForCacheSync(ctx.Done())
 
 	startScheduler := func() error {
+		if peer.path != "" {
+			stop, err := startPeer(ctx, client, peer, peerKubeconfig, dataDir)
+			if err != nil {
+				return err
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-schedCtx.Done()
+				stop()
+			}()
+		}
 		if !noScheduler {
 			sc, err := kubernetes.NewForConfig(rest.CopyConfig(rc))
 			if err != nil {

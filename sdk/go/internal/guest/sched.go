@@ -1,23 +1,33 @@
 package guest
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
 )
 
-// table holds the node documents the host defined on this instance (ABI §7.6).
-var table = map[uint64]*abi.Node{}
-
-// reused across calls so that a steady-state call allocates little.
+// The node table of this instance (ABI §7.6) and what decoding it shares.
 var (
-	keys    []uint64
-	sreq    abi.SchedulingRequest
-	scratch []*abi.Node
+	table  keyTable
+	strs   = interner{m: map[string]string{}}
+	keys   []uint64
+	sreq   abi.SchedulingRequest
+	nodesV []*abi.Node
 )
 
-// DecodeScheduling decodes a filter/score request, resolving node-table keys.
+// The last pod decoded: the host sends the same pod in several calls (one per batch of
+// a scheduling cycle, and again after a retry), and decoding a full Pod with
+// encoding/json costs a Go guest more than resolving thousands of node keys.
+var (
+	lastPodJSON []byte
+	lastPod     *abi.Pod
+)
+
+// DecodeScheduling decodes a filter/score request, resolving node-table keys. The pod
+// and the nodes it returns are shared with later calls: handlers must not modify them.
 func DecodeScheduling(in []byte) (*abi.SchedulingRequest, error) {
 	var pod, nodes, define, forget, requested []byte
 	reset := false
@@ -42,7 +52,7 @@ func DecodeScheduling(in []byte) (*abi.SchedulingRequest, error) {
 		return nil, fmt.Errorf("decode scheduling request: %w", err)
 	}
 	if reset {
-		clear(table)
+		table.reset()
 	}
 	if len(forget) > 0 && string(forget) != "null" {
 		ks, err := ParseUints(forget, keys[:0])
@@ -50,53 +60,201 @@ func DecodeScheduling(in []byte) (*abi.SchedulingRequest, error) {
 			return nil, fmt.Errorf("decode forget: %w", err)
 		}
 		for _, k := range ks {
-			delete(table, k)
+			table.remove(k)
 		}
 	}
 	if len(define) > 0 && string(define) != "null" {
-		var defs []struct {
-			Key  uint64    `json:"key"`
-			Node *abi.Node `json:"node"`
-		}
-		if err := json.Unmarshal(define, &defs); err != nil {
-			return nil, fmt.Errorf("decode define: %w", err)
-		}
-		for _, d := range defs {
-			if d.Node == nil {
-				return nil, fmt.Errorf("define %d: node is null", d.Key)
-			}
-			table[d.Key] = d.Node
+		if err := defineNodes(define); err != nil {
+			return nil, err
 		}
 	}
 	req := &sreq
-	*req = abi.SchedulingRequest{Nodes: scratch[:0]}
-	req.Pod = new(abi.Pod)
-	if err := json.Unmarshal(pod, req.Pod); err != nil {
-		return nil, fmt.Errorf("decode pod: %w", err)
+	*req = abi.SchedulingRequest{Nodes: nodesV[:0]}
+	if req.Pod, err = decodePod(pod); err != nil {
+		return nil, err
 	}
 	i := skipSpace(nodes, 0)
 	if i < len(nodes) && nodes[i] == '[' && isKeyList(nodes[i+1:]) {
-		keys, err = ParseUints(nodes, keys[:0])
-		if err != nil {
-			return nil, fmt.Errorf("decode nodes: %w", err)
+		if req.Nodes, err = resolveKeys(nodes, req.Nodes); err != nil {
+			return nil, err
 		}
-		for _, k := range keys {
-			n, ok := table[k]
-			if !ok {
-				return nil, fmt.Errorf("node key %d was never defined on this instance", k)
-			}
-			req.Nodes = append(req.Nodes, n)
-		}
-	} else if err := json.Unmarshal(nodes, &req.Nodes); err != nil {
-		return nil, fmt.Errorf("decode nodes: %w", err)
+	} else if req.Nodes, err = decodeNodeList(nodes, req.Nodes); err != nil {
+		return nil, err
 	}
-	scratch = req.Nodes
+	nodesV = req.Nodes
 	if len(requested) > 0 {
 		if err := json.Unmarshal(requested, &req.Requested); err != nil {
 			return nil, fmt.Errorf("decode requested: %w", err)
 		}
 	}
 	return req, nil
+}
+
+func decodePod(b []byte) (*abi.Pod, error) {
+	if lastPod != nil && bytes.Equal(b, lastPodJSON) {
+		return lastPod, nil
+	}
+	p := new(abi.Pod)
+	if err := json.Unmarshal(b, p); err != nil {
+		lastPod = nil
+		return nil, fmt.Errorf("decode pod: %w", err)
+	}
+	lastPod, lastPodJSON = p, append(lastPodJSON[:0], b...)
+	return p, nil
+}
+
+// defineNodes reads define: [{"key": k, "node": {…}}, …] into the table.
+func defineNodes(b []byte) error {
+	r := reader{b: b, in: &strs}
+	err := r.array(func() error {
+		var key uint64
+		var node []byte
+		haveKey := false
+		err := r.object(func(name []byte) error {
+			switch string(name) {
+			case "key":
+				start := r.i
+				if err := r.skip(); err != nil {
+					return err
+				}
+				k, ok := parseKey(b[start:r.i])
+				if !ok {
+					return errFallback
+				}
+				key, haveKey = k, true
+			case "node":
+				r.space()
+				start := r.i
+				if err := r.skip(); err != nil {
+					return err
+				}
+				node = b[start:r.i]
+			default:
+				return r.unknown(name, "key", "node")
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if !haveKey {
+			return errFallback
+		}
+		return define(key, node)
+	})
+	if errors.Is(err, errFallback) {
+		var defs []abi.NodeDefinition
+		if err := json.Unmarshal(b, &defs); err != nil {
+			return fmt.Errorf("decode define: %w", err)
+		}
+		for _, d := range defs {
+			if err := define(d.Key, d.Node); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return err
+}
+
+// parseKey parses a key: a non-negative integer below 2^53 (ABI §7.6).
+func parseKey(b []byte) (uint64, bool) {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) == 0 || len(b) > 16 || (b[0] == '0' && len(b) > 1) {
+		return 0, false
+	}
+	var k uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		k = k*10 + uint64(c-'0')
+	}
+	return k, true
+}
+
+func define(key uint64, doc []byte) error {
+	if len(doc) == 0 || string(doc) == "null" {
+		return fmt.Errorf("define %d: node is null", key)
+	}
+	n, err := decodeNode(doc, &strs)
+	if err != nil {
+		return fmt.Errorf("define %d: %w", key, err)
+	}
+	table.put(key, n)
+	return nil
+}
+
+// resolveKeys parses the key list of "nodes" and looks each key up, in one pass.
+func resolveKeys(b []byte, dst []*abi.Node) ([]*abi.Node, error) {
+	i := skipSpace(b, 0) + 1 // past '['
+	i = skipSpace(b, i)
+	if i < len(b) && b[i] == ']' {
+		return dst, nil
+	}
+	for i < len(b) {
+		var k uint64
+		start := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			k = k*10 + uint64(b[i]-'0')
+			i++
+		}
+		if i == start || i-start > 16 {
+			return nil, fmt.Errorf("decode nodes: %w", errSyntax)
+		}
+		n := table.get(k)
+		if n == nil {
+			return nil, fmt.Errorf("node key %d was never defined on this instance", k)
+		}
+		dst = append(dst, n)
+		if i < len(b) && b[i] == ',' {
+			i++
+			continue
+		}
+		i = skipSpace(b, i)
+		if i < len(b) && b[i] == ']' {
+			return dst, nil
+		}
+		if i >= len(b) || b[i] != ',' {
+			return nil, fmt.Errorf("decode nodes: %w", errSyntax)
+		}
+		i = skipSpace(b, i+1)
+	}
+	return nil, fmt.Errorf("decode nodes: %w", errSyntax)
+}
+
+// decodeNodeList reads "nodes" as an array of node documents (a host without the node
+// table).
+func decodeNodeList(b []byte, dst []*abi.Node) ([]*abi.Node, error) {
+	r := reader{b: b, in: &strs}
+	if r.isNull() {
+		return dst, nil
+	}
+	err := r.array(func() error {
+		r.space()
+		start := r.i
+		if err := r.skip(); err != nil {
+			return err
+		}
+		doc := b[start:r.i]
+		if string(doc) == "null" {
+			dst = append(dst, nil)
+			return nil
+		}
+		n, err := decodeNode(doc, &strs)
+		if err != nil {
+			return err
+		}
+		dst = append(dst, n)
+		return nil
+	})
+	if err != nil {
+		dst = dst[:0]
+		if err := json.Unmarshal(b, &dst); err != nil {
+			return nil, fmt.Errorf("decode nodes: %w", err)
+		}
+	}
+	return dst, nil
 }
 
 func isKeyList(b []byte) bool {
