@@ -15,8 +15,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -38,6 +41,9 @@ func NewScheme() (*runtime.Scheme, error) {
 		authenticationv1.AddToScheme,
 		authorizationv1.AddToScheme,
 		schedulingv1.AddToScheme,
+		policyv1.AddToScheme,
+		storagev1.AddToScheme,
+		resourcev1.AddToScheme,
 		metav1.AddMetaToScheme,
 		wasmv1alpha1.AddToScheme,
 		initializers.AddToScheme,

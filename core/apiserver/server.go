@@ -199,6 +199,7 @@ func New(cfg Config) (*Server, error) {
 	extra = append(extra, resources.Policy()...)
 	extra = append(extra, resources.RBAC(cfg.Authorizer, cfg.RuleResolver)...)
 	extra = append(extra, resources.Certificates()...)
+	extra = append(extra, resources.SchedulingInputs()...)
 	extra = append(extra, resources.Authorization(cfg.Authorizer, cfg.RuleResolver)...)
 	for _, d := range resources.Authentication(cfg.TokenReviewer) {
 		if d.Resource.Name == "tokenreviews" && cfg.TokenReviewer == nil {

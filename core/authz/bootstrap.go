@@ -68,6 +68,7 @@ func viewRules() []rbacv1.PolicyRule {
 		rule(verbsRead, g("batch"), "jobs", "cronjobs", "cronjobs/status", "jobs/status"),
 		rule(verbsRead, g("policy"), "poddisruptionbudgets", "poddisruptionbudgets/status"),
 		rule(verbsRead, g("networking.k8s.io"), "networkpolicies", "ingresses", "ingresses/status"),
+		rule(verbsRead, g("resource.k8s.io"), "resourceclaims", "resourceclaims/status", "resourceclaimtemplates"),
 		// wasmplane: namespaced plugins are part of an application; cluster plugins and the
 		// module store are not (only cluster-admin reaches them).
 		rule(verbsRead, g(WasmplaneGroup), "wasmplugins", "wasmplugins/status"),
@@ -90,6 +91,7 @@ func editRules() []rbacv1.PolicyRule {
 		rule(verbsWrite, g("batch"), "jobs", "cronjobs"),
 		rule(verbsWrite, g("policy"), "poddisruptionbudgets"),
 		rule(verbsWrite, g("networking.k8s.io"), "networkpolicies", "ingresses"),
+		rule(verbsWrite, g("resource.k8s.io"), "resourceclaims", "resourceclaimtemplates"),
 		rule(verbsReadWrite, g("coordination.k8s.io"), "leases"),
 		rule(verbsWrite, g(WasmplaneGroup), "wasmplugins"),
 	}
@@ -209,6 +211,11 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule(verbsRead, g("storage.k8s.io"), "csinodes", "csidrivers", "csistoragecapacities"),
 			rule([]string{"get", "list", "watch"}, g("storage.k8s.io"), "volumeattachments"),
 			rule(verbsRead, g(""), "namespaces"),
+			// DynamicResourceAllocation (GA, on by default) and its device taints, as Kubernetes.
+			rule(verbsRead, g("resource.k8s.io"), "resourceclaims", "deviceclasses"),
+			rule(verbsReadUpdt, g("resource.k8s.io"), "resourceclaims/status"),
+			rule(verbsRead, g("resource.k8s.io"), "resourceslices"),
+			rule(verbsRead, g("resource.k8s.io"), "devicetaintrules"),
 			// wasmplane's scheduler runs the Filter/Score plugins objects name.
 			rule(verbsRead, g(WasmplaneGroup), "wasmplugins", "clusterwasmplugins", "wasmmodules")),
 		clusterRole("system:volume-scheduler", nil,

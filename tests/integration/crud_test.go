@@ -71,7 +71,7 @@ func podTemplate(app string) corev1.PodTemplateSpec {
 }
 
 func resourceCases() []resourceCase {
-	return []resourceCase{
+	return append([]resourceCase{
 		crudCase("namespaces", true, func(cs kubernetes.Interface, _ string) crudClient[*corev1.Namespace, *corev1.NamespaceList] {
 			return cs.CoreV1().Namespaces()
 		}, func(n string) *corev1.Namespace { return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}} }),
@@ -128,7 +128,7 @@ func resourceCases() []resourceCase {
 		}, func(n string) *coordinationv1.Lease {
 			return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: n}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("me"), LeaseDurationSeconds: ptr.To[int32](15)}}
 		}),
-	}
+	}, schedulingInputCases()...)
 }
 
 // TestCRUD runs create/get/list/update/patch/delete/deletecollection/watch, generateName
