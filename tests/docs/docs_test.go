@@ -29,7 +29,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -256,8 +255,6 @@ func environment(t *testing.T, ws string) []string {
 		"GOCACHE="+vals[0], "GOMODCACHE="+vals[1], "GOPATH="+vals[2])
 }
 
-var upLine = regexp.MustCompile(`wasmplane is up at (https://\S+)`)
-
 // startUp runs `wasmplane up --data-dir .wasmplane` in the workspace on free ports and
 // waits until it prints its URL; it is stopped when the test ends.
 func startUp(t *testing.T, ws string, env []string) {
@@ -279,19 +276,7 @@ func startUp(t *testing.T, ws string, env []string) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := upLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case urls <- m[1]:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
+	urls := testserver.UpURLs(stdout)
 	go func() {
 		_ = cmd.Wait()
 		_ = logFile.Close()

@@ -1,16 +1,13 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,8 +193,6 @@ type up struct {
 	done chan struct{}
 }
 
-var upLine = regexp.MustCompile(`wasmplane is up at (https://\S+)`)
-
 // startUp runs `wasmplane up --data-dir dir --port port --kubelet-port -1 extra…` and
 // returns once it printed its URL and answers the admin; port 0 picks a free one. A port
 // just released by a killed instance may be busy for a moment, so an early exit is
@@ -239,19 +234,7 @@ func tryStartUp(t *testing.T, dir string, port, attempt int, extra []string) (*u
 		return nil, fmt.Errorf("starting %s: %w", wasmplaneBin, err)
 	}
 	p := &up{cmd: cmd, log: logPath, done: make(chan struct{})}
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := upLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case urls <- m[1]:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
+	urls := testserver.UpURLs(stdout)
 	go func() {
 		_ = cmd.Wait()
 		_ = logFile.Close()

@@ -4,6 +4,7 @@
 package testserver
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -207,4 +209,26 @@ func RunWithBinary(m *testing.M, pkg string, bin *string) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// upLine is what `wasmplane up` prints once it serves.
+var upLine = regexp.MustCompile(`wasmplane is up at (https://\S+)`)
+
+// UpURLs reads a `wasmplane up` process's stdout to its end and sends the URL it prints
+// when it serves (once; the channel has room for it, so the reader never blocks).
+func UpURLs(stdout io.Reader) <-chan string {
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := upLine.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case urls <- m[1]:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	return urls
 }
