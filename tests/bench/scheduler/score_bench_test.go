@@ -62,6 +62,35 @@ func benchProfile(b *testing.B, ext framework.Extension) *framework.PluginSet {
 	return fw.Plugins()
 }
 
+// wasmProfile loads the example plugin built from pkg with one instance (so that a warm-up
+// call fills the node table every later call uses) and returns a profile holding its
+// scheduler adapter, as a Filter or as a Score plugin.
+func wasmProfile(b *testing.B, pkg, name, config string, filter bool) *framework.PluginSet {
+	module := wasmtest.Go(b, pkg)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rt, err := wasm.NewRuntime(context.Background(), wasm.RuntimeConfig{CacheDir: wasmtest.CacheDir(b), Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rt.Close(context.Background()) })
+	m, err := rt.Compile(context.Background(), module, wasm.Digest(module))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := rt.Load(context.Background(), m, wasm.PluginConfig{Name: name, Config: json.RawMessage(config),
+		Limits: wasm.Limits{Instances: 1, MaxInstances: 1, Timeout: time.Minute}})
+	_ = m.Close(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Close(context.Background()) })
+	a, err := schedplugin.New(schedplugin.Config{Name: "wasm:" + name, Plugin: p, Filter: filter, Score: !filter, Nodes: wasm.NewNodeCache(), Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return benchProfile(b, framework.Extension{Plugin: a})
+}
+
 func benchNodeInfos(n int) []*framework.NodeInfo {
 	out := make([]*framework.NodeInfo, n)
 	for i := range out {
@@ -103,30 +132,7 @@ func BenchmarkScore5000Nodes(b *testing.B) {
 		cycle(b, benchProfile(b, framework.Extension{Plugin: &native.LabelScore{PluginName: "LabelScore", Label: "example.com/priority"}}))
 	})
 	b.Run("wasm", func(b *testing.B) {
-		module := wasmtest.Go(b, scorePkg)
-		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-		rt, err := wasm.NewRuntime(context.Background(), wasm.RuntimeConfig{CacheDir: wasmtest.CacheDir(b), Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer rt.Close(context.Background())
-		m, err := rt.Compile(context.Background(), module, wasm.Digest(module))
-		if err != nil {
-			b.Fatal(err)
-		}
-		// One instance, so that the warm-up call fills the node table every call uses.
-		p, err := rt.Load(context.Background(), m, wasm.PluginConfig{Name: "label-score", Config: json.RawMessage(config),
-			Limits: wasm.Limits{Instances: 1, MaxInstances: 1, Timeout: time.Minute}})
-		_ = m.Close(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer p.Close(context.Background())
-		a, err := schedplugin.New(schedplugin.Config{Name: "wasm:label-score", Plugin: p, Score: true, Nodes: wasm.NewNodeCache(), Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ps := benchProfile(b, framework.Extension{Plugin: a})
+		ps := wasmProfile(b, scorePkg, "label-score", config, false)
 		state := framework.NewCycleState()
 		if st := ps.RunPreScorePlugins(context.Background(), state, pod, nodes); !st.IsSuccess() {
 			b.Fatal(st.Err())
@@ -159,29 +165,7 @@ func BenchmarkFilter5000Nodes(b *testing.B) {
 		cycle(b, benchProfile(b, framework.Extension{Plugin: &native.NodeLabelFilter{PluginName: "NodeLabelFilter", Label: benchFilterLabel}}))
 	})
 	b.Run("wasm", func(b *testing.B) {
-		module := wasmtest.Go(b, filterPkg)
-		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-		rt, err := wasm.NewRuntime(context.Background(), wasm.RuntimeConfig{CacheDir: wasmtest.CacheDir(b), Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer rt.Close(context.Background())
-		m, err := rt.Compile(context.Background(), module, wasm.Digest(module))
-		if err != nil {
-			b.Fatal(err)
-		}
-		p, err := rt.Load(context.Background(), m, wasm.PluginConfig{Name: "node-label-filter", Config: json.RawMessage(`{"label":"` + benchFilterLabel + `"}`),
-			Limits: wasm.Limits{Instances: 1, MaxInstances: 1, Timeout: time.Minute}})
-		_ = m.Close(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer p.Close(context.Background())
-		a, err := schedplugin.New(schedplugin.Config{Name: "wasm:node-label-filter", Plugin: p, Filter: true, Nodes: wasm.NewNodeCache(), Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ps := benchProfile(b, framework.Extension{Plugin: a})
+		ps := wasmProfile(b, filterPkg, "node-label-filter", `{"label":"`+benchFilterLabel+`"}`, true)
 		one(b, ps) // fills the instance's node table
 		cycle(b, ps)
 	})
@@ -194,29 +178,7 @@ func BenchmarkScoreRotating500of5000(b *testing.B) {
 	nodes := benchNodeInfos(5000)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "p", UID: "p"},
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "pause"}}}}
-	module := wasmtest.Go(b, scorePkg)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rt, err := wasm.NewRuntime(context.Background(), wasm.RuntimeConfig{CacheDir: wasmtest.CacheDir(b), Logger: quiet})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rt.Close(context.Background())
-	m, err := rt.Compile(context.Background(), module, wasm.Digest(module))
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := rt.Load(context.Background(), m, wasm.PluginConfig{Name: "label-score", Config: json.RawMessage(`{"label":"example.com/priority"}`),
-		Limits: wasm.Limits{Instances: 1, MaxInstances: 1, Timeout: time.Minute}})
-	_ = m.Close(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close(context.Background())
-	a, err := schedplugin.New(schedplugin.Config{Name: "wasm:label-score", Plugin: p, Score: true, Nodes: wasm.NewNodeCache(), Logger: quiet})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ps := benchProfile(b, framework.Extension{Plugin: a})
+	ps := wasmProfile(b, scorePkg, "label-score", `{"label":"example.com/priority"}`, false)
 	start := 0
 	loop(b, func() {
 		window := nodes[start : start+500]
@@ -266,29 +228,7 @@ func BenchmarkFilterWalk5000Nodes(b *testing.B) {
 		cycle(b, benchProfile(b, framework.Extension{Plugin: &native.NodeLabelFilter{PluginName: "NodeLabelFilter", Label: benchFilterLabel}}))
 	})
 	b.Run("wasm", func(b *testing.B) {
-		module := wasmtest.Go(b, filterPkg)
-		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-		rt, err := wasm.NewRuntime(context.Background(), wasm.RuntimeConfig{CacheDir: wasmtest.CacheDir(b), Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer rt.Close(context.Background())
-		m, err := rt.Compile(context.Background(), module, wasm.Digest(module))
-		if err != nil {
-			b.Fatal(err)
-		}
-		p, err := rt.Load(context.Background(), m, wasm.PluginConfig{Name: "node-label-filter", Config: json.RawMessage(`{"label":"` + benchFilterLabel + `"}`),
-			Limits: wasm.Limits{Instances: 1, MaxInstances: 1, Timeout: time.Minute}})
-		_ = m.Close(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer p.Close(context.Background())
-		a, err := schedplugin.New(schedplugin.Config{Name: "wasm:node-label-filter", Plugin: p, Filter: true, Nodes: wasm.NewNodeCache(), Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ps := benchProfile(b, framework.Extension{Plugin: a})
+		ps := wasmProfile(b, filterPkg, "node-label-filter", `{"label":"`+benchFilterLabel+`"}`, true)
 		for s := 0; s < len(nodes); s += 500 { // fill the node table over the whole cluster
 			walk(b, ps, s)
 		}
