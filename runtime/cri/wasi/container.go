@@ -373,12 +373,9 @@ func (s *Server) StreamContainers(req *runtimeapi.StreamContainersRequest, strea
 	s.mu.Lock()
 	items := s.listContainersLocked(req.GetFilter())
 	s.mu.Unlock()
-	for chunk := range slices.Chunk(items, streamChunk) {
-		if err := stream.Send(&runtimeapi.StreamContainersResponse{Containers: chunk}); err != nil {
-			return fmt.Errorf("send containers: %w", err)
-		}
-	}
-	return nil
+	return sendChunks(items, "containers", func(chunk []*runtimeapi.Container) error {
+		return stream.Send(&runtimeapi.StreamContainersResponse{Containers: chunk})
+	})
 }
 
 // UpdateContainerResources applies a new memory limit (to the running guest too: its next

@@ -3,7 +3,6 @@ package wasi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -111,12 +110,9 @@ func (s *Server) StreamContainerStats(req *runtimeapi.StreamContainerStatsReques
 	s.mu.Lock()
 	items := s.listStatsLocked(req.GetFilter())
 	s.mu.Unlock()
-	for i := 0; i < len(items); i += streamChunk {
-		if err := stream.Send(&runtimeapi.StreamContainerStatsResponse{ContainerStats: items[i:min(i+streamChunk, len(items))]}); err != nil {
-			return fmt.Errorf("send container stats: %w", err)
-		}
-	}
-	return nil
+	return sendChunks(items, "container stats", func(chunk []*runtimeapi.ContainerStats) error {
+		return stream.Send(&runtimeapi.StreamContainerStatsResponse{ContainerStats: chunk})
+	})
 }
 
 func (s *Server) podStatsLocked(sb *sandbox) *runtimeapi.PodSandboxStats {
@@ -171,10 +167,7 @@ func (s *Server) StreamPodSandboxStats(req *runtimeapi.StreamPodSandboxStatsRequ
 	if err != nil {
 		return err
 	}
-	for i := 0; i < len(resp.Stats); i += streamChunk {
-		if err := stream.Send(&runtimeapi.StreamPodSandboxStatsResponse{PodSandboxStats: resp.Stats[i:min(i+streamChunk, len(resp.Stats))]}); err != nil {
-			return fmt.Errorf("send pod sandbox stats: %w", err)
-		}
-	}
-	return nil
+	return sendChunks(resp.Stats, "pod sandbox stats", func(chunk []*runtimeapi.PodSandboxStats) error {
+		return stream.Send(&runtimeapi.StreamPodSandboxStatsResponse{PodSandboxStats: chunk})
+	})
 }

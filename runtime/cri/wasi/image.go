@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -53,12 +52,9 @@ func (s *Server) ListImages(_ context.Context, req *runtimeapi.ListImagesRequest
 
 // StreamImages sends the ListImages result in chunks.
 func (s *Server) StreamImages(req *runtimeapi.StreamImagesRequest, stream grpc.ServerStreamingServer[runtimeapi.StreamImagesResponse]) error {
-	for chunk := range slices.Chunk(s.listImages(req.GetFilter()), streamChunk) {
-		if err := stream.Send(&runtimeapi.StreamImagesResponse{Images: chunk}); err != nil {
-			return fmt.Errorf("send images: %w", err)
-		}
-	}
-	return nil
+	return sendChunks(s.listImages(req.GetFilter()), "images", func(chunk []*runtimeapi.Image) error {
+		return stream.Send(&runtimeapi.StreamImagesResponse{Images: chunk})
+	})
 }
 
 // ImageStatus returns the image, or a nil image when the store does not hold it (as the

@@ -210,9 +210,16 @@ func (s *Server) StreamPodSandboxes(req *runtimeapi.StreamPodSandboxesRequest, s
 	s.mu.Lock()
 	items := s.listSandboxesLocked(req.GetFilter())
 	s.mu.Unlock()
+	return sendChunks(items, "sandboxes", func(chunk []*runtimeapi.PodSandbox) error {
+		return stream.Send(&runtimeapi.StreamPodSandboxesResponse{PodSandboxes: chunk})
+	})
+}
+
+// sendChunks sends items streamChunk at a time.
+func sendChunks[T any](items []T, what string, send func([]T) error) error {
 	for chunk := range slices.Chunk(items, streamChunk) {
-		if err := stream.Send(&runtimeapi.StreamPodSandboxesResponse{PodSandboxes: chunk}); err != nil {
-			return fmt.Errorf("send sandboxes: %w", err)
+		if err := send(chunk); err != nil {
+			return fmt.Errorf("send %s: %w", what, err)
 		}
 	}
 	return nil
