@@ -14,6 +14,8 @@ if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then sudo=sudo; fi
 # Debian's rustc 1.63 with its wasm32-wasi standard library (rustup cannot download one
 # offline, and a rustup rustc on PATH is skipped by the tests' findRust).
 pkgs=(clang lld wasi-libc libclang-rt-14-dev-wasm32 rustc libstd-rust-dev-wasm32 wabt)
+# envsubst, which the README's scheduling demo uses and tests/docs runs.
+pkgs+=(gettext-base)
 command -v node >/dev/null || pkgs+=(nodejs)
 command -v npm >/dev/null || pkgs+=(npm)
 missing=()
