@@ -17,10 +17,10 @@ import (
 func BenchmarkNoopCall(b *testing.B) {
 	for _, tc := range []struct {
 		name string
-		term bool
-	}{{"closeOnContextDone", true}, {"noTermination", false}} {
+		term termination
+	}{{"interrupt", termInterrupt}, {"closeOnContextDone", termWazero}, {"noTermination", termNone}} {
 		b.Run(tc.name, func(b *testing.B) {
-			r, err := NewRuntime(context.Background(), RuntimeConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), noTermination: !tc.term})
+			r, err := NewRuntime(context.Background(), RuntimeConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), termination: tc.term})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -51,25 +51,30 @@ func BenchmarkNoopCall(b *testing.B) {
 	})
 }
 
-// BenchmarkCloseOnContextDone measures what wazero's termination checks cost a guest
-// running a tight loop of 10^6 iterations, the worst case for them.
-func BenchmarkCloseOnContextDone(b *testing.B) {
+// BenchmarkLoopTermination measures what each way of making deadlines enforceable costs
+// a guest running a tight loop of 10^6 iterations, the worst case for per-loop checks:
+// none (unsafe), wazero's WithCloseOnContextDone, and the host's interrupt checks.
+func BenchmarkLoopTermination(b *testing.B) {
 	wasm := wasmtest.WATSource(b, `(module
 		(func (export "spin") (param $n i32) (result i32) (local $i i32)
 			(loop $l
 				(local.set $i (i32.add (local.get $i) (i32.const 1)))
 				(br_if $l (i32.lt_u (local.get $i) (local.get $n))))
 			(local.get $i)))`)
-	for _, term := range []bool{false, true} {
-		name := "off"
-		if term {
-			name = "on"
-		}
-		b.Run(name, func(b *testing.B) {
+	instrumented, err := instrument(wasm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		wazero bool
+		wasm   []byte
+	}{{"none", false, wasm}, {"closeOnContextDone", true, wasm}, {"interrupt", false, instrumented}} {
+		b.Run(tc.name, func(b *testing.B) {
 			ctx := context.Background()
-			rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(term))
+			rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(tc.wazero))
 			defer rt.Close(ctx)
-			mod, err := rt.Instantiate(ctx, wasm)
+			mod, err := rt.Instantiate(ctx, tc.wasm)
 			if err != nil {
 				b.Fatal(err)
 			}

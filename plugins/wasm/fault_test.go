@@ -86,11 +86,12 @@ func TestMemoryBombStopsAtLimit(t *testing.T) {
 	p := load(t, r, wasmtest.WAT(t, "membomb"), PluginConfig{Limits: Limits{MemoryBytes: limit, Instances: 1}})
 	s := p.acquire()
 	defer s.release(context.Background())
-	in, err := s.get(context.Background())
+	deadline := time.Now().Add(time.Minute)
+	in, err := s.get(context.Background(), deadline)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = in.call(context.Background(), abi.HookValidate, []byte(`{}`), func([]byte) error { return nil })
+	err = in.call(context.Background(), deadline, abi.HookValidate, []byte(`{}`), func([]byte) error { return nil })
 	if !errors.Is(err, ErrOutOfMemory) {
 		t.Fatalf("err = %v, want out-of-memory", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -44,6 +46,16 @@ type instance struct {
 	table *nodeTable
 	// reqBuf is reused to build requests.
 	reqBuf []byte
+
+	// interrupt is the global instrument added; setting it to 1 traps the guest at its
+	// next loop header or function entry.
+	interrupt api.MutableGlobal
+	// guard protects the watchdog's view of the call in flight (watchdog.go).
+	guard    sync.Mutex
+	armed    bool
+	deadline int64
+	ctx      context.Context
+	fired    error
 }
 
 // newInstance instantiates, starts, version-checks and configures one instance.
@@ -76,16 +88,33 @@ func (s *instanceSet) newInstance(ctx context.Context) (_ *instance, err error) 
 		return nil, in.classify(ctx, err)
 	}
 	in.mod = mod
+	if e.instrumented {
+		g, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
+		if !ok {
+			return nil, &Error{Plugin: p.label, Kind: ErrInvalidModule, Err: fmt.Errorf("instrumented module lacks %s", interruptExport)}
+		}
+		in.interrupt = g
+	}
+	deadline, _ := ctx.Deadline()
+	in.arm(ctx, deadline)
+	var res []uint64
 	if e.hasInit {
 		in.hook = abi.ExportInitialize
-		if _, err := mod.ExportedFunction(abi.ExportInitialize).Call(ctx); err != nil {
-			return nil, in.classify(ctx, fmt.Errorf("_initialize: %w", err))
+		_, err = mod.ExportedFunction(abi.ExportInitialize).Call(ctx)
+		if err != nil {
+			err = in.classify(ctx, fmt.Errorf("_initialize: %w", err))
 		}
 	}
-	in.hook = abi.ExportVersion
-	res, err := mod.ExportedFunction(abi.ExportVersion).Call(ctx)
+	if err == nil {
+		in.hook = abi.ExportVersion
+		res, err = mod.ExportedFunction(abi.ExportVersion).Call(ctx)
+		if err != nil {
+			err = in.classify(ctx, fmt.Errorf("%s: %w", abi.ExportVersion, err))
+		}
+	}
+	in.disarm()
 	if err != nil {
-		return nil, in.classify(ctx, fmt.Errorf("%s: %w", abi.ExportVersion, err))
+		return nil, err
 	}
 	if v := int32(res[0]); v != abi.Version {
 		return nil, &Error{Plugin: p.label, Kind: ErrABIVersion, Err: fmt.Errorf("abi: module speaks wasmplane ABI version %d; this host speaks %d", v, abi.Version)}
@@ -104,7 +133,7 @@ func (s *instanceSet) newInstance(ctx context.Context) (_ *instance, err error) 
 		if err != nil {
 			return nil, &Error{Plugin: p.label, Hook: abi.HookConfigure, Kind: ErrInvalidModule, Err: err}
 		}
-		err = in.call(ctx, abi.HookConfigure, req, func(out []byte) error { return decodeResponse(out, &resp) })
+		err = in.call(ctx, deadline, abi.HookConfigure, req, func(out []byte) error { return decodeResponse(out, &resp) })
 		if err != nil {
 			if KindOf(err) == ErrGuest {
 				return nil, &Error{Plugin: p.label, Hook: abi.HookConfigure, Kind: ErrConfigRejected, Err: err.(*Error).Err}
@@ -139,7 +168,7 @@ func (in *instance) close(ctx context.Context) {
 
 // call runs one hook with the request bytes and hands the guest's answer to decode while
 // the answer is still in guest memory (so large answers are not copied).
-func (in *instance) call(ctx context.Context, hook string, req []byte, decode func([]byte) error) error {
+func (in *instance) call(ctx context.Context, deadline time.Time, hook string, req []byte, decode func([]byte) error) error {
 	p := in.set.p
 	fn := in.hooks[hook]
 	if fn == nil {
@@ -149,6 +178,8 @@ func (in *instance) call(ctx context.Context, hook string, req []byte, decode fu
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrInputTooLarge, Err: fmt.Errorf("request is %d bytes, limit %d", len(req), p.limits.MaxInputBytes)}
 	}
 	in.hook, in.logs, in.dropped = hook, 0, 0
+	in.arm(ctx, deadline)
+	defer in.disarm()
 	if uint32(len(req)) > in.inCap {
 		if in.inPtr != 0 && in.free != nil {
 			in.stack[0], in.stack[1] = uint64(in.inPtr), uint64(in.inCap)
@@ -212,6 +243,9 @@ func (in *instance) classify(ctx context.Context, err error) error {
 	case in.mem.refused:
 		kind = ErrOutOfMemory
 		err = fmt.Errorf("memory limit of %d bytes reached: %w", in.mem.max, err)
+	case in.interrupted() != nil:
+		kind = ErrTimeout
+		err = fmt.Errorf("interrupted by the host: %w (%w)", err, in.interrupted())
 	case errors.As(err, &exit) && (exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled):
 		kind = ErrTimeout
 		if cerr := context.Cause(ctx); cerr != nil {

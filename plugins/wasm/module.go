@@ -36,9 +36,11 @@ type moduleEntry struct {
 	hasFree  bool
 	hasInit  bool
 	minPages uint32
-	refs     int // guarded by r.mu
-	ready    chan struct{}
-	err      error
+	// instrumented says the module carries the interrupt checks (instrument.go).
+	instrumented bool
+	refs         int // guarded by r.mu
+	ready        chan struct{}
+	err          error
 }
 
 // Digest returns the module's sha256.
@@ -137,6 +139,13 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, digest string) (*Mod
 }
 
 func (e *moduleEntry) compile(ctx context.Context, wasm []byte) error {
+	if e.r.cfg.termination == termInterrupt {
+		iw, err := instrument(wasm)
+		if err != nil {
+			return &Error{Plugin: e.digest[:12], Kind: ErrInvalidModule, Err: fmt.Errorf("instrument: %w", err)}
+		}
+		wasm, e.instrumented = iw, true
+	}
 	cm, err := e.r.rt.CompileModule(ctx, wasm)
 	if err != nil {
 		return &Error{Plugin: e.digest[:12], Kind: ErrInvalidModule, Err: fmt.Errorf("compile: %w", err)}

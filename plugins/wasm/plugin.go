@@ -236,9 +236,16 @@ func (p *Plugin) invoke(ctx context.Context, hook string, build func(*instance) 
 	if !s.mod.e.hooks[hook] {
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrNotImplemented}
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.limits.Timeout)
-	defer cancel()
-	in, err := s.get(ctx)
+	deadline := start.Add(p.limits.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if p.r.cfg.termination == termWazero {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	in, err := s.get(ctx, deadline)
 	if err != nil {
 		return err
 	}
@@ -247,7 +254,7 @@ func (p *Plugin) invoke(ctx context.Context, hook string, build func(*instance) 
 		s.put(ctx, in, false)
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadInput, Err: err}
 	}
-	err = in.call(ctx, hook, req, decode)
+	err = in.call(ctx, deadline, hook, req, decode)
 	if err == nil && commit != nil {
 		commit(in)
 	}

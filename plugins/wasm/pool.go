@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
 )
@@ -80,12 +81,15 @@ func (s *instanceSet) release(ctx context.Context) {
 
 // get returns an idle instance, creates one if the pool is below its maximum, or waits
 // for one to come back.
-func (s *instanceSet) get(ctx context.Context) (*instance, error) {
+func (s *instanceSet) get(ctx context.Context, deadline time.Time) (*instance, error) {
 	select {
 	case in := <-s.idle:
 		return in, nil
 	default:
 	}
+	// Only a caller that has to wait pays for a timer.
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	select {
 	case in := <-s.idle:
 		return in, nil

@@ -30,10 +30,8 @@ type RuntimeConfig struct {
 	// MaxMemoryBytes caps any plugin's memory limit; 0 means 4 GiB (the wasm32 maximum).
 	MaxMemoryBytes uint64
 
-	// noTermination compiles without wazero's close-on-context-done checks. It exists only
-	// for the benchmark that measures their cost: a runtime without them cannot stop a
-	// runaway guest.
-	noTermination bool
+	// termination is how deadlines stop guests; only benchmarks change the default.
+	termination termination
 }
 
 // Runtime compiles modules and loads plugins. It is safe for concurrent use.
@@ -47,8 +45,9 @@ type Runtime struct {
 	mu      sync.Mutex
 	modules map[string]*moduleEntry
 
-	instances sync.Map // instance name -> *instance, for host functions
+	instances sync.Map // instance name -> *instance, for host functions and the watchdog
 	seq       atomic.Uint64
+	wd        *watchdog
 }
 
 // NewRuntime starts a wazero runtime with the WASI sandbox and the wasmplane host module.
@@ -71,7 +70,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	}
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithCompilationCache(cache).
-		WithCloseOnContextDone(!cfg.noTermination).
+		WithCloseOnContextDone(cfg.termination == termWazero).
 		WithMemoryLimitPages(uint32(cfg.MaxMemoryBytes / 65536))
 	r := &Runtime{
 		cfg:     cfg,
@@ -99,12 +98,14 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		_ = r.rt.Close(ctx)
 		return nil, fmt.Errorf("wasm: instantiate host module: %w", err)
 	}
+	r.wd = newWatchdog(r)
 	return r, nil
 }
 
 // Close stops every instance and frees the compiled code; plugins of this runtime stop
 // working. The on-disk cache is kept.
 func (r *Runtime) Close(ctx context.Context) error {
+	r.wd.stop()
 	err := r.rt.Close(ctx)
 	if cerr := r.cache.Close(ctx); err == nil {
 		err = cerr

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/wasmplane/wasmplane/plugins/wasm"
 )
 
 // TestPrecompile compiles the files listed (separated by the OS path list separator) in
@@ -23,8 +25,9 @@ func TestPrecompile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cache.Close(ctx)
-	// Must match plugins/wasm.NewRuntime: the cache key covers the termination checks.
-	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCompilationCache(cache).WithCloseOnContextDone(true))
+	// Must match plugins/wasm.NewRuntime: the cache key covers the module's bytes, which
+	// the host instruments, and wazero's own termination checks, which it leaves off.
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCompilationCache(cache).WithCloseOnContextDone(false))
 	defer rt.Close(ctx)
 	var wg sync.WaitGroup
 	for _, f := range strings.Split(files, string(os.PathListSeparator)) {
@@ -32,6 +35,9 @@ func TestPrecompile(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			b, err := os.ReadFile(f)
+			if err == nil {
+				b, err = wasm.Instrument(b)
+			}
 			if err == nil {
 				_, err = rt.CompileModule(ctx, b)
 			}
