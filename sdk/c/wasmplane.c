@@ -322,6 +322,18 @@ void wp_str_free(wp_str *s) {
   *s = (wp_str){0};
 }
 
+void wp_str_addpointer(wp_str *s, const char *token) {
+  for (const char *p = token; *p; p++) {
+    if (*p == '~') {
+      wp_str_add(s, "~0", 2);
+    } else if (*p == '/') {
+      wp_str_add(s, "~1", 2);
+    } else {
+      wp_str_add(s, p, 1);
+    }
+  }
+}
+
 /* The answer of the current call; it stays allocated between calls (ABI §3). */
 static wp_str out;
 
@@ -343,7 +355,7 @@ void wp_out_json(wp_json v) {
   }
 }
 
-void wp_out_int(int64_t v) {
+void wp_str_addint(wp_str *s, int64_t v) {
   char b[24], *p = b + sizeof b;
   uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
   do {
@@ -351,8 +363,10 @@ void wp_out_int(int64_t v) {
     u /= 10;
   } while (u);
   if (v < 0) *--p = '-';
-  wp_out_raw(p, (size_t)(b + sizeof b - p));
+  wp_str_add(s, p, (size_t)(b + sizeof b - p));
 }
+
+void wp_out_int(int64_t v) { wp_str_addint(&out, v); }
 
 void wp_out_error(const char *msg) {
   wp_out_reset();
@@ -370,4 +384,207 @@ uint64_t wp_call(wp_handler h, const char *ptr, uint32_t len) {
   /* The host cannot tell a half-written answer from a whole one: fail the call. */
   if (wp_out_failed()) __builtin_trap();
   return (uint64_t)(uintptr_t)out.p << 32 | (uint64_t)out.n;
+}
+
+/* ---- Answers ---------------------------------------------------------------------- */
+
+void wp_patch_op(wp_patch *p, const char *op, const char *path, size_t path_n, const char *value,
+                 size_t value_n) {
+  if (p->n++) wp_str_add(&p->ops, ",", 1);
+  wp_str_addc(&p->ops, "{\"op\":");
+  wp_str_addq(&p->ops, op, strlen(op));
+  wp_str_addc(&p->ops, ",\"path\":");
+  wp_str_addq(&p->ops, path, path_n);
+  if (value) {
+    wp_str_addc(&p->ops, ",\"value\":");
+    wp_str_add(&p->ops, value, value_n);
+  }
+  wp_str_add(&p->ops, "}", 1);
+}
+
+void wp_patch_free(wp_patch *p) {
+  wp_str_free(&p->ops);
+  p->n = 0;
+}
+
+/* A failed allocation leaves a wp_str with cap SIZE_MAX: the answer would be wrong, so the
+ * output buffer is marked failed too and wp_call traps. */
+static void out_str(const wp_str *s) {
+  if (s->cap == SIZE_MAX) {
+    out.cap = SIZE_MAX;
+    return;
+  }
+  wp_out_raw(s->p, s->n);
+}
+
+static void out_patch(const wp_patch *p) {
+  wp_out_char('[');
+  out_str(&p->ops);
+  wp_out_char(']');
+}
+
+void wp_admission_warn(wp_admission *a, const char *msg) {
+  if (a->warnings.n) wp_str_add(&a->warnings, ",", 1);
+  wp_str_addq(&a->warnings, msg, strlen(msg));
+}
+
+void wp_admission_audit(wp_admission *a, const char *key, const char *value) {
+  if (a->audit.n) wp_str_add(&a->audit, ",", 1);
+  wp_str_addq(&a->audit, key, strlen(key));
+  wp_str_add(&a->audit, ":", 1);
+  wp_str_addq(&a->audit, value, strlen(value));
+}
+
+static void out_extras(const wp_admission *a) {
+  if (!a) return;
+  if (a->warnings.n || a->warnings.cap == SIZE_MAX) {
+    wp_out_cstr(",\"warnings\":[");
+    out_str(&a->warnings);
+    wp_out_char(']');
+  }
+  if (a->audit.n || a->audit.cap == SIZE_MAX) {
+    wp_out_cstr(",\"auditAnnotations\":{");
+    out_str(&a->audit);
+    wp_out_char('}');
+  }
+}
+
+void wp_out_allow(const wp_admission *a) {
+  wp_out_cstr("{\"allowed\":true");
+  if (a && (a->patch.n || a->patch.ops.cap == SIZE_MAX)) {
+    wp_out_cstr(",\"patch\":");
+    out_patch(&a->patch);
+  }
+  out_extras(a);
+  wp_out_char('}');
+}
+
+void wp_out_deny(const wp_admission *a, int code, const char *reason, const char *message) {
+  wp_out_cstr("{\"allowed\":false,\"code\":");
+  wp_out_int(code ? code : 403);
+  wp_out_cstr(",\"reason\":");
+  wp_out_qcstr(reason ? reason : "Forbidden");
+  wp_out_cstr(",\"message\":");
+  wp_out_qcstr(message ? message : "");
+  out_extras(a);
+  wp_out_char('}');
+}
+
+void wp_admission_free(wp_admission *a) {
+  wp_patch_free(&a->patch);
+  wp_str_free(&a->warnings);
+  wp_str_free(&a->audit);
+}
+
+/* optional tells whether v is absent, null or of type t. */
+static bool optional(wp_json v, int t) {
+  int vt = wp_json_type(v);
+  return vt == WP_MISSING || vt == WP_NULL || vt == t;
+}
+
+/* string_lists tells whether v is an object whose members are all lists of strings. */
+static bool string_lists(wp_json v) {
+  wp_iter it = wp_json_iter(v);
+  wp_json list, s;
+  while (wp_json_next(&it, NULL, &list)) {
+    if (wp_json_type(list) != WP_ARRAY) return false;
+    wp_iter li = wp_json_iter(list);
+    while (wp_json_next(&li, NULL, &s))
+      if (wp_json_type(s) != WP_STRING) return false;
+  }
+  return true;
+}
+
+bool wp_user_read(wp_json v, wp_user *u) {
+  *u = (wp_user){0};
+  wp_json name = wp_json_get(v, "username"), uid = wp_json_get(v, "uid");
+  wp_json groups = wp_json_get(v, "groups"), extra = wp_json_get(v, "extra");
+  if (wp_json_type(v) != WP_OBJECT || wp_json_type(name) != WP_STRING || !optional(uid, WP_STRING) ||
+      !optional(groups, WP_ARRAY) || !optional(extra, WP_OBJECT) || !string_lists(extra))
+    return false;
+  u->username = wp_json_strdup(name);
+  u->uid = wp_json_type(uid) == WP_STRING ? wp_json_strdup(uid) : strdup("");
+  if (!u->username || !u->uid) goto bad;
+  wp_iter it = wp_json_iter(groups);
+  wp_json g;
+  while (wp_json_next(&it, NULL, &g)) {
+    char *s = wp_json_strdup(g);
+    char **grown = s ? realloc(u->groups, (u->ngroups + 1) * sizeof *u->groups) : NULL;
+    if (!grown) {
+      free(s);
+      goto bad;
+    }
+    u->groups = grown;
+    u->groups[u->ngroups++] = s;
+  }
+  if (wp_json_type(extra) == WP_OBJECT) {
+    /* JSON text copied verbatim: it is valid JSON and is written back as is. */
+    u->extra = strndup(extra.p, extra.n);
+    if (!u->extra) goto bad;
+  }
+  return true;
+bad:
+  wp_user_free(u);
+  return false;
+}
+
+void wp_user_free(wp_user *u) {
+  free(u->username);
+  free(u->uid);
+  for (size_t i = 0; i < u->ngroups; i++) free(u->groups[i]);
+  free(u->groups);
+  free(u->extra);
+  *u = (wp_user){0};
+}
+
+void wp_out_authenticated(const wp_user *u) {
+  wp_out_cstr("{\"authenticated\":true,\"user\":{\"username\":");
+  wp_out_qcstr(u->username);
+  if (u->uid && *u->uid) {
+    wp_out_cstr(",\"uid\":");
+    wp_out_qcstr(u->uid);
+  }
+  if (u->ngroups) {
+    wp_out_cstr(",\"groups\":[");
+    for (size_t i = 0; i < u->ngroups; i++) {
+      if (i) wp_out_char(',');
+      wp_out_qcstr(u->groups[i]);
+    }
+    wp_out_char(']');
+  }
+  if (u->extra) {
+    wp_out_cstr(",\"extra\":");
+    wp_out_cstr(u->extra);
+  }
+  wp_out_cstr("}}");
+}
+
+void wp_out_unauthenticated(const char *message) {
+  if (!message) {
+    wp_out_cstr("{\"authenticated\":false}");
+    return;
+  }
+  wp_out_cstr("{\"authenticated\":false,\"message\":");
+  wp_out_qcstr(message);
+  wp_out_char('}');
+}
+
+void wp_out_initialized(const wp_patch *p) {
+  if (!p || (!p->n && p->ops.cap != SIZE_MAX)) {
+    wp_out_cstr("{}");
+    return;
+  }
+  wp_out_cstr("{\"patch\":");
+  out_patch(p);
+  wp_out_char('}');
+}
+
+void wp_out_initialize_rejected(int code, const char *reason, const char *message) {
+  wp_out_cstr("{\"rejected\":true,\"code\":");
+  wp_out_int(code ? code : 422);
+  wp_out_cstr(",\"reason\":");
+  wp_out_qcstr(reason ? reason : "Invalid");
+  wp_out_cstr(",\"message\":");
+  wp_out_qcstr(message ? message : "");
+  wp_out_char('}');
 }

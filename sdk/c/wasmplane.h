@@ -97,6 +97,69 @@ void wp_str_addc(wp_str *s, const char *cstr);
 /* wp_str_addq adds s quoted and escaped like a JSON string (as Go's %q shows ASCII). */
 void wp_str_addq(wp_str *s, const char *p, size_t n);
 void wp_str_free(wp_str *s);
+/* wp_str_addint adds v in decimal. */
+void wp_str_addint(wp_str *s, int64_t v);
+
+/* wp_str_addpointer adds s as one JSON Pointer reference token (RFC 6901): "~" becomes
+ * "~0" and "/" becomes "~1", so a label key like "example.com/owner" is one path step. */
+void wp_str_addpointer(wp_str *s, const char *token);
+
+/* ---- Answers (ABI §7) ------------------------------------------------------------- */
+
+/* A JSON patch (RFC 6902) being built: operations in order, as JSON text. Zero-initialize
+ * it ({0}) and release it with wp_patch_free. */
+typedef struct {
+  wp_str ops; /* the operations joined by commas, without brackets */
+  size_t n;   /* number of operations */
+} wp_patch;
+/* wp_patch_op appends {"op":op,"path":path,"value":value}; value is JSON text (quote a
+ * string with wp_str_addq), or NULL for an operation without one ("remove"). */
+void wp_patch_op(wp_patch *p, const char *op, const char *path, size_t path_n, const char *value,
+                 size_t value_n);
+void wp_patch_free(wp_patch *p);
+
+/* A mutate or validate answer being built (ABI §7.3): a patch, warnings for the client and
+ * audit annotations. Zero-initialize it ({0}) and release it with wp_admission_free. */
+typedef struct {
+  wp_patch patch;
+  wp_str warnings; /* quoted strings joined by commas */
+  wp_str audit;    /* "key":"value" members joined by commas */
+} wp_admission;
+/* wp_admission_warn adds a Warning returned to the client (also when refused). */
+void wp_admission_warn(wp_admission *a, const char *msg);
+/* wp_admission_audit records an audit annotation; the server names it <plugin>/<key>. */
+void wp_admission_audit(wp_admission *a, const char *key, const char *value);
+/* wp_out_allow answers {"allowed":true,…} with the patch, warnings and annotations. */
+void wp_out_allow(const wp_admission *a);
+/* wp_out_deny refuses the request with message; code 0 means 403 and reason NULL means
+ * "Forbidden". The patch is left out (the host ignores it). a may be NULL. */
+void wp_out_deny(const wp_admission *a, int code, const char *reason, const char *message);
+void wp_admission_free(wp_admission *a);
+
+/* A UserInfo (ABI §7): an identity decoded into owned strings, so it outlives the request
+ * it came from (e.g. a configuration). */
+typedef struct {
+  char *username, *uid;
+  char **groups;
+  size_t ngroups;
+  char *extra; /* the JSON text of "extra" (an object of string lists), or NULL */
+} wp_user;
+/* wp_user_read decodes a UserInfo object into *u; false (u left empty) when v is not one. */
+bool wp_user_read(wp_json v, wp_user *u);
+void wp_user_free(wp_user *u);
+/* wp_out_authenticated answers an authenticate call with the user (ABI §7.2). */
+void wp_out_authenticated(const wp_user *u);
+/* wp_out_unauthenticated refuses: with message NULL the credential is not this plugin's
+ * kind (the next authenticator is tried); with a message it was recognised and is not
+ * valid. */
+void wp_out_unauthenticated(const char *message);
+
+/* wp_out_initialized answers an initialize call (ABI §7.4): {} for an empty patch, else
+ * {"patch":[…]}. */
+void wp_out_initialized(const wp_patch *p);
+/* wp_out_initialize_rejected fails the object's initialization; code 0 means 422 and
+ * reason NULL means "Invalid". */
+void wp_out_initialize_rejected(int code, const char *reason, const char *message);
 
 /* ---- Host functions --------------------------------------------------------------- */
 

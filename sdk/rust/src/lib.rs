@@ -8,9 +8,16 @@
 //! wasmplane::hook!(validate, on_validate);
 //! ```
 //!
-//! The crate has no dependencies: [`json`] is a small reader plus a string quoter.
+//! The crate has no dependencies: [`json`] is a small reader and writer. Typed answers:
+//! [`admission`] (mutate, validate), [`authenticate`], [`initialize`], [`scheduling`]
+//! (filter, score, with the node table), and [`patch`] for JSON Patches.
 
+pub mod admission;
+pub mod authenticate;
+pub mod initialize;
 pub mod json;
+pub mod patch;
+pub mod scheduling;
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::cell::RefCell;
