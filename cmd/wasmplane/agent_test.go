@@ -1,38 +1,17 @@
 package main
 
-import (
-	"context"
-	"os"
-	"path/filepath"
-	"strings"
-	"testing"
-)
+import "testing"
 
-// TestAgentCredentials covers how the agent picks its credentials without a server: the
-// API server must be verified unless the user says otherwise, and without --server only an
-// earlier join's kubeconfig will do.
-func TestAgentCredentials(t *testing.T) {
-	ctx := context.Background()
-	root := t.TempDir()
-	ca := filepath.Join(root, "ca.crt")
-	if err := os.WriteFile(ca, []byte("not checked here"), 0o600); err != nil {
-		t.Fatal(err)
+// TestAgentCommand checks that `wasmplane agent` is still there, with the flags the
+// documentation and the benchmarks use (its behaviour is tested in agentcmd).
+func TestAgentCommand(t *testing.T) {
+	cmd, _, err := newRoot().Find([]string{"agent"})
+	if err != nil || cmd.Name() != "agent" {
+		t.Fatalf("wasmplane agent: %v, %v", cmd, err)
 	}
-	_, err := agentRESTConfig(ctx, agentCredentials{apiURL: "https://127.0.0.1:1", token: "abcdef.0123456789abcdef", rootDir: root, nodeName: "n"})
-	if err == nil || !strings.Contains(err.Error(), "--certificate-authority") {
-		t.Fatalf("https without a CA: %v, want a demand for --certificate-authority", err)
-	}
-	_, err = agentRESTConfig(ctx, agentCredentials{rootDir: root, nodeName: "n"})
-	if err == nil || !strings.Contains(err.Error(), "--server") {
-		t.Fatalf("no credentials at all: %v", err)
-	}
-	// A token that is not a bootstrap token is used as it is.
-	rc, err := agentRESTConfig(ctx, agentCredentials{apiURL: "https://127.0.0.1:1", token: "static", caFile: ca, rootDir: root, nodeName: "n"})
-	if err != nil || rc.BearerToken != "static" || string(rc.CAData) != "not checked here" {
-		t.Fatalf("static token: %+v, %v", rc, err)
-	}
-	rc, err = agentRESTConfig(ctx, agentCredentials{apiURL: "https://127.0.0.1:1", token: "static", insecure: true, rootDir: root, nodeName: "n"})
-	if err != nil || !rc.Insecure {
-		t.Fatalf("explicitly insecure: %+v, %v", rc, err)
+	for _, f := range []string{"server", "token", "kubeconfig", "node-name", "container-runtime-endpoint", "root-dir", "kubelet-port", "max-pods"} {
+		if cmd.Flags().Lookup(f) == nil {
+			t.Errorf("wasmplane agent has no --%s", f)
+		}
 	}
 }

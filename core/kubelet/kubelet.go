@@ -30,10 +30,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	cri "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -42,10 +45,14 @@ import (
 // DefaultPort is the kubelet's HTTPS port.
 const DefaultPort = 10250
 
+// preStatusDelay is how long a pod sync acts before the kubelet reports the interim
+// (Pending) status: the pod startup goal, so that a start meeting it writes one status.
+const preStatusDelay = 500 * time.Millisecond
+
 // Config configures a Kubelet.
 type Config struct {
-	// Client talks to the API server.
-	Client kubernetes.Interface
+	// Client talks to the API server (NewClient, or any kubernetes.Interface).
+	Client Client
 	// Runtime and Images are the CRI services.
 	Runtime cri.RuntimeService
 	Images  cri.ImageManagerService
@@ -77,6 +84,39 @@ type Config struct {
 	LeaseDuration, RenewInterval, StatusUpdateFrequency, StatusReportFrequency time.Duration
 	// Logger receives logs.
 	Logger *slog.Logger
+}
+
+// Client is the part of the API the kubelet uses (nodes, pods, leases): a
+// kubernetes.Interface is one, and so is NewClient's.
+type Client = nodestatus.Client
+
+// apiClient is a Client of just the core and coordination groups.
+type apiClient struct {
+	core  *corev1client.CoreV1Client
+	coord *coordinationv1client.CoordinationV1Client
+}
+
+func (c apiClient) CoreV1() corev1client.CoreV1Interface { return c.core }
+
+func (c apiClient) CoordinationV1() coordinationv1client.CoordinationV1Interface { return c.coord }
+
+// NewClient is a Client for rc that shares one connection pool. Unlike
+// kubernetes.NewForConfig it does not link every API group's client, which keeps the
+// agent-only binary small (its mapped code is most of an idle agent's memory).
+func NewClient(rc *rest.Config) (Client, error) {
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet: API client: %w", err)
+	}
+	core, err := corev1client.NewForConfigAndClient(rc, hc)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet: API client: %w", err)
+	}
+	coord, err := coordinationv1client.NewForConfigAndClient(rc, hc)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet: API client: %w", err)
+	}
+	return apiClient{core: core, coord: coord}, nil
 }
 
 // Kubelet runs pods bound to one node.
@@ -194,12 +234,22 @@ func (k *Kubelet) Run(ctx context.Context) error {
 
 	k.prober = prober.NewManager(ctx, k.cfg.Runtime, k.status.Get, func(uid types.UID) { k.workers.Trigger(uid) }, k.log)
 	k.workers = podworkers.New(ctx, k.syncPod, k.cfg.ResyncPeriod)
-	factory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", k.cfg.NodeName).String()
-	}))
-	inf := factory.Core().V1().Pods()
-	k.lister, k.synced = inf.Lister(), inf.Informer().HasSynced
-	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	// Only this node's pods, as the kubelet watches them. The informer is built from the
+	// typed pods client rather than an informer factory, which would link every group's.
+	onNode := fields.OneTermEqualSelector("spec.nodeName", k.cfg.NodeName).String()
+	pods := k.cfg.Client.CoreV1().Pods(metav1.NamespaceAll)
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = onNode
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = onNode
+			return pods.Watch(ctx, o)
+		},
+	}, &corev1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	k.lister, k.synced = corelisters.NewPodLister(inf.GetIndexer()), inf.HasSynced
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { k.workers.Update(obj.(*corev1.Pod)) },
 		UpdateFunc: func(_, obj any) { k.workers.Update(obj.(*corev1.Pod)) },
 		DeleteFunc: func(obj any) {
@@ -213,8 +263,14 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("kubelet: pod informer: %w", err)
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	informerDone := make(chan struct{})
+	go func() {
+		defer close(informerDone)
+		inf.RunWithContext(ctx)
+	}()
+	// Deferred calls run last first: prober, workers, then the informer, as the factory's
+	// Shutdown did.
+	defer func() { cancel(); <-informerDone }()
 	defer k.workers.Wait()
 	defer k.prober.Wait()
 	if !cache.WaitForCacheSync(ctx.Done(), k.synced) {
@@ -350,15 +406,28 @@ func (k *Kubelet) syncPod(ctx context.Context, pod *corev1.Pod, removed bool) (t
 		return 0, false
 	}
 	k.prober.AddPod(pod)
-	// Report what is known before acting, as the kubelet does: a pod whose containers take
-	// long to create (a large module compiling) shows Pending/ContainerCreating meanwhile.
+	// Report what is known before acting, as the kubelet does, so that a pod whose
+	// containers take long to create (a large module compiling) shows
+	// Pending/ContainerCreating meanwhile; but only once acting has taken preStatusDelay.
+	// A start that is quicker needs no interim status: writing it anyway cost every pod
+	// start a second pods/status write (and a watch event for every watcher).
+	// (The kubelet's asynchronous status manager coalesces such updates too.)
 	k.mu.Lock()
 	prevErrs := maps.Clone(k.errors[pod.UID])
 	k.mu.Unlock()
-	if _, err := k.status.SetPodStatus(ctx, pod, k.generate(pod, rs, prevErrs)); err != nil && ctx.Err() == nil {
-		log.Warn("updating pod status", "err", err)
-	}
+	pending := k.generate(pod, rs, prevErrs)
+	interimDone := make(chan struct{})
+	interim := time.AfterFunc(preStatusDelay, func() {
+		defer close(interimDone)
+		if _, err := k.status.SetPodStatus(ctx, pod, pending); err != nil && ctx.Err() == nil {
+			log.Warn("updating pod status", "err", err)
+		}
+	})
 	res := k.runtime.SyncPod(ctx, pod, rs, k.prober.Unhealthy)
+	if !interim.Stop() {
+		// The interim write started: the final one must not overtake it.
+		<-interimDone
+	}
 	if res.Err != nil && ctx.Err() == nil {
 		log.Warn("syncing pod", "err", res.Err)
 	}
@@ -367,6 +436,8 @@ func (k *Kubelet) syncPod(ctx context.Context, pod *corev1.Pod, removed bool) (t
 		rs = rs2
 	}
 	st := k.generate(pod, rs, errs)
+	// The pod was acknowledged before acting, whether or not the interim status was written.
+	st.StartTime = pending.StartTime
 	if _, err := k.status.SetPodStatus(ctx, pod, st); err != nil && ctx.Err() == nil {
 		log.Warn("updating pod status", "err", err)
 		return time.Second, false

@@ -22,7 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	cri "k8s.io/cri-api/pkg/apis"
 )
 
@@ -35,10 +36,18 @@ const (
 	DefaultMaxPods               = 110
 )
 
+// Client is the part of the API a node agent uses: nodes, pods, events and leases. A
+// kubernetes.Interface is one; the agent builds one from these two groups' clients alone,
+// so that it does not link every API group's client, informer and lister.
+type Client interface {
+	CoreV1() corev1client.CoreV1Interface
+	CoordinationV1() coordinationv1client.CoordinationV1Interface
+}
+
 // Config describes the node.
 type Config struct {
 	// Client talks to the API server.
-	Client kubernetes.Interface
+	Client Client
 	// Runtime is asked for its version and readiness.
 	Runtime cri.RuntimeService
 	// NodeName, Hostname and NodeIP identify the node.

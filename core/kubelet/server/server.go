@@ -1,5 +1,5 @@
 // Package server is the kubelet's HTTPS endpoint: /containerLogs/{ns}/{pod}/{container}
-// (what the API server's pods/log proxies to) and /healthz.
+// (what the API server's pods/log proxies to), /healthz and /debug/pprof/.
 package server
 
 import (
@@ -17,6 +17,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,6 +69,20 @@ func Handler(src LogSource, log *slog.Logger) http.Handler {
 		}
 		serveLogs(w, req, src, log)
 	})
+	// Profiles, as the kubelet's enableProfilingHandler serves them: they show where
+	// the node agent's CPU and memory go, and only the API server's client may read them.
+	profile := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, req *http.Request) {
+			if !authorized(req) {
+				writeErr(w, &Error{Code: http.StatusForbidden, Message: fmt.Sprintf("forbidden: %s may not read profiles on this node (only group %s)", clientName(req), MastersGroup)})
+				return
+			}
+			h(w, req)
+		}
+	}
+	mux.HandleFunc("GET /debug/pprof/", profile(pprof.Index))
+	mux.HandleFunc("GET /debug/pprof/profile", profile(pprof.Profile))
+	mux.HandleFunc("GET /debug/pprof/trace", profile(pprof.Trace))
 	return mux
 }
 

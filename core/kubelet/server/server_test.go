@@ -161,6 +161,10 @@ func TestServeLogsOverTLSWithClientCA(t *testing.T) {
 		if err != nil || code != http.StatusForbidden || !strings.Contains(body, "may not read container logs") {
 			t.Errorf("non-master client: %d %q %v, want 403", code, body, err)
 		}
+		// Profiles show as much of the node as logs do.
+		if code, body, err := get(withCert(c), "/debug/pprof/heap"); err != nil || code != http.StatusForbidden || !strings.Contains(body, "may not read profiles") {
+			t.Errorf("non-master client, profile: %d %q %v, want 403", code, body, err)
+		}
 	}
 	client := withCert(clientCert(t, ca, caKey, "wasmplane-apiserver-kubelet-client", MastersGroup))
 	for _, tc := range []struct {
@@ -179,5 +183,8 @@ func TestServeLogsOverTLSWithClientCA(t *testing.T) {
 		if err != nil || code != tc.code || body != tc.body {
 			t.Errorf("%s: %d %q %v, want %d %q", tc.path, code, body, err, tc.code, tc.body)
 		}
+	}
+	if code, body, err := get(client, "/debug/pprof/heap?debug=1"); err != nil || code != http.StatusOK || !strings.Contains(body, "heap profile") {
+		t.Errorf("heap profile: %d %.80q %v, want 200", code, body, err)
 	}
 }

@@ -12,13 +12,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
+
+// Client reaches pods/status; a kubernetes.Interface is one.
+type Client interface {
+	CoreV1() corev1client.CoreV1Interface
+}
 
 // Manager writes pod statuses to the API server when they change and remembers the last
 // one written (probes and the log server read it).
 type Manager struct {
-	client kubernetes.Interface
+	client Client
 	log    *slog.Logger
 	mu     sync.Mutex
 	last   map[types.UID]entry
@@ -30,7 +35,7 @@ type entry struct {
 }
 
 // NewManager returns a Manager writing through client.
-func NewManager(client kubernetes.Interface, log *slog.Logger) *Manager {
+func NewManager(client Client, log *slog.Logger) *Manager {
 	if log == nil {
 		log = slog.Default()
 	}

@@ -115,6 +115,7 @@ func (s *Server) CreateContainer(_ context.Context, req *runtimeapi.CreateContai
 	}
 	c := &container{rec: rec}
 	s.containers[rec.ID] = c
+	indexAdd(s.containersByPod, rec.Labels, rec.ID)
 	s.names[key] = rec.ID
 	sb.containers = append(sb.containers, rec.ID)
 	s.emitLocked(c, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
@@ -261,6 +262,7 @@ func (s *Server) removeContainer(ctx context.Context, id string) error {
 		return fmt.Errorf("remove container directory: %w", err)
 	}
 	delete(s.containers, fullID)
+	indexRemove(s.containersByPod, c.rec.Labels, fullID)
 	delete(s.names, containerNameKey(c.rec.SandboxID, c.rec.Name, c.rec.Attempt))
 	if sb, ok := s.sandboxes[c.rec.SandboxID]; ok {
 		sb.containers = slices.DeleteFunc(sb.containers, func(x string) bool { return x == fullID })
@@ -328,7 +330,8 @@ func (s *Server) ContainerStatus(_ context.Context, req *runtimeapi.ContainerSta
 
 func (s *Server) listContainersLocked(f *runtimeapi.ContainerFilter) []*runtimeapi.Container {
 	var out []*runtimeapi.Container
-	for id, c := range s.containers {
+	for _, id := range candidates(s.containers, s.containersByPod, f.GetLabelSelector()) {
+		c := s.containers[id]
 		if f != nil {
 			if f.GetId() != "" && !strings.HasPrefix(id, f.GetId()) {
 				continue

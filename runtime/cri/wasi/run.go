@@ -338,6 +338,7 @@ type guest struct {
 // discard releases a guest that will not run.
 func (g *guest) discard() {
 	_ = g.mod.Close(context.Background())
+	g.p.mem.release()
 	g.p.cancel()
 	_ = g.p.log.Close()
 }
@@ -371,6 +372,7 @@ func (s *Server) prepareGuest(rec containerRecord, sb sandboxRecord) (*guest, er
 	}
 	g.mod, err = s.instantiate(ctx, guestSpec{rec: &g.rec, argv: argv(&g.rec), stdout: g.outW, stderr: g.errW, mem: g.p.mem})
 	if err != nil {
+		g.p.mem.release()
 		cancel()
 		_ = lf.Close()
 		return nil, err
@@ -390,6 +392,8 @@ func (s *Server) runGuestLocked(c *container, g *guest) *proc {
 		_, err := g.mod.ExportedFunction("_start").Call(g.ctx)
 		res := classify(err, p.killed.Load(), p.mem)
 		_ = g.mod.Close(context.Background())
+		// _start has returned: no guest code runs, so the memory can be unmapped.
+		p.mem.release()
 		if ferr := errors.Join(g.outW.Flush(), g.errW.Flush()); ferr != nil {
 			s.log.Warn("flush container log", "id", g.rec.ID, "err", ferr)
 		}
@@ -458,9 +462,13 @@ func (s *Server) execSync(ctx context.Context, rec containerRecord, cmd []string
 	mem := newMemoryLimiter(rec.MemoryLimit)
 	mod, err := s.instantiate(ctx, guestSpec{rec: &rec, argv: cmd, stdout: out, stderr: errb, mem: mem})
 	if err != nil {
+		mem.release()
 		return nil, nil, 0, err
 	}
-	defer mod.Close(context.Background())
+	defer func() {
+		_ = mod.Close(context.Background())
+		mem.release()
+	}()
 	_, cerr := mod.ExportedFunction("_start").Call(ctx)
 	if timedOut.Load() {
 		return out.Bytes(), errb.Bytes(), 0, errExecTimeout

@@ -53,6 +53,7 @@ func (s *Server) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandboxR
 		return nil, status.Errorf(codes.Internal, "persist sandbox: %v", err)
 	}
 	s.sandboxes[rec.ID] = &sandbox{rec: rec}
+	indexAdd(s.sandboxesByPod, rec.Labels, rec.ID)
 	s.names[key] = rec.ID
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: rec.ID}, nil
 }
@@ -115,6 +116,7 @@ func (s *Server) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePod
 		return nil, status.Errorf(codes.Internal, "remove sandbox record: %v", err)
 	}
 	delete(s.sandboxes, id)
+	indexRemove(s.sandboxesByPod, sb.rec.Labels, id)
 	delete(s.names, sandboxNameKey(&sb.rec))
 	return &runtimeapi.RemovePodSandboxResponse{}, nil
 }
@@ -163,7 +165,8 @@ func (s *Server) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandboxS
 
 func (s *Server) listSandboxesLocked(f *runtimeapi.PodSandboxFilter) []*runtimeapi.PodSandbox {
 	var out []*runtimeapi.PodSandbox
-	for id, sb := range s.sandboxes {
+	for _, id := range candidates(s.sandboxes, s.sandboxesByPod, f.GetLabelSelector()) {
+		sb := s.sandboxes[id]
 		if f != nil {
 			if f.GetId() != "" && !strings.HasPrefix(id, f.GetId()) {
 				continue

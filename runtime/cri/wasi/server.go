@@ -75,10 +75,13 @@ type Server struct {
 	mu         sync.Mutex
 	sandboxes  map[string]*sandbox
 	containers map[string]*container
-	names      map[string]string // reserved sandbox/container names -> id
-	subs       map[int]chan *runtimeapi.ContainerEventResponse
-	nextSub    int
-	closed     bool
+	// byPod indexes sandbox and container ids by their pod-UID label: the kubelet reads
+	// every pod's status with lists filtered by it, which scanned every container.
+	sandboxesByPod, containersByPod map[string][]string
+	names                           map[string]string // reserved sandbox/container names -> id
+	subs                            map[int]chan *runtimeapi.ContainerEventResponse
+	nextSub                         int
+	closed                          bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -146,7 +149,10 @@ func serve(ctx context.Context, cfg Config, cacheDir string) (*Server, error) {
 		sandboxes:  map[string]*sandbox{},
 		containers: map[string]*container{},
 		names:      map[string]string{},
-		subs:       map[int]chan *runtimeapi.ContainerEventResponse{},
+
+		sandboxesByPod:  map[string][]string{},
+		containersByPod: map[string][]string{},
+		subs:            map[int]chan *runtimeapi.ContainerEventResponse{},
 	}
 	fail := func(err error) (*Server, error) {
 		cancel()

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -157,6 +158,7 @@ func (s *Server) load() error {
 			continue
 		}
 		s.sandboxes[sb.ID] = &sandbox{rec: sb}
+		indexAdd(s.sandboxesByPod, sb.Labels, sb.ID)
 	}
 	ents, err = os.ReadDir(ctDir)
 	if err != nil {
@@ -183,6 +185,7 @@ func (s *Server) load() error {
 			}
 		}
 		s.containers[c.ID] = ct
+		indexAdd(s.containersByPod, c.Labels, c.ID)
 		if sb, ok := s.sandboxes[c.SandboxID]; ok {
 			sb.containers = append(sb.containers, c.ID)
 		}
@@ -238,6 +241,43 @@ func lookupID[T any](m map[string]T, id string) (string, T, error) {
 		return "", zero, errNotFound
 	}
 	return found, m[found], nil
+}
+
+// podUIDLabel is the label the kubelet gives a pod's sandboxes and containers.
+const podUIDLabel = "io.kubernetes.pod.uid"
+
+// indexAdd records id under its pod-UID label, if it has one.
+func indexAdd(idx map[string][]string, labels map[string]string, id string) {
+	if uid, ok := labels[podUIDLabel]; ok {
+		idx[uid] = append(idx[uid], id)
+	}
+}
+
+// indexRemove forgets id under its pod-UID label.
+func indexRemove(idx map[string][]string, labels map[string]string, id string) {
+	uid, ok := labels[podUIDLabel]
+	if !ok {
+		return
+	}
+	ids := slices.DeleteFunc(idx[uid], func(x string) bool { return x == id })
+	if len(ids) == 0 {
+		delete(idx, uid)
+	} else {
+		idx[uid] = ids
+	}
+}
+
+// candidates are the ids a list must look at: those indexed under the selector's pod UID
+// when it has one (the caller still applies the whole filter), else all of them.
+func candidates[T any](all map[string]T, idx map[string][]string, selector map[string]string) []string {
+	if uid, ok := selector[podUIDLabel]; ok {
+		return idx[uid]
+	}
+	ids := make([]string, 0, len(all))
+	for id := range all {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 func matchLabels(have, want map[string]string) bool {

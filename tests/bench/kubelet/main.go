@@ -9,18 +9,22 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/server"
@@ -40,16 +44,22 @@ func main() {
 	rate := flag.Int("rate", 20, "creates per second")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	warmup := flag.Bool("warmup", true, "start (and delete) one untimed pod first, so the module is compiled")
+	agentBin := flag.String("agent", "wasmplane", "the node agent binary: wasmplane (run as `wasmplane agent`) or wasmplane-agent (the agent-only binary)")
+	profileDir := flag.String("profile", "", "write CPU profiles of the timed phase (agent.pprof: the kubelet; bench.pprof: API server and runtime) and the kubelet's heap at the end (agent-heap.pprof) into this directory")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := run(ctx, *pods, *rate, *warmup); err != nil {
+	if *agentBin != "wasmplane" && *agentBin != "wasmplane-agent" {
+		fmt.Fprintln(os.Stderr, "error: -agent is wasmplane or wasmplane-agent")
+		os.Exit(2)
+	}
+	if err := run(ctx, *pods, *rate, *warmup, *agentBin, *profileDir); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, numPods, rate int, warmup bool) error {
+func run(ctx context.Context, numPods, rate int, warmup bool, agentBin, profileDir string) error {
 	dir, err := os.MkdirTemp("", "wasmplane-kubelet-bench-")
 	if err != nil {
 		return fmt.Errorf("temp dir: %w", err)
@@ -61,14 +71,14 @@ func run(ctx context.Context, numPods, rate int, warmup bool) error {
 		return fmt.Errorf("starting the API server: %w", err)
 	}
 	defer inst.Close()
-	fmt.Println("building the workload and the wasmplane binary…")
+	fmt.Printf("building the workload and the %s binary…\n", agentBin)
 	mods, err := workloads.Build(ctx, filepath.Join(dir, "wasm"))
 	if err != nil {
 		return err
 	}
-	bin := filepath.Join(dir, "wasmplane")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/wasmplane/wasmplane/cmd/wasmplane").CombinedOutput(); err != nil {
-		return fmt.Errorf("building wasmplane: %w\n%s", err, out)
+	bin := filepath.Join(dir, agentBin)
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/wasmplane/wasmplane/cmd/"+agentBin).CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s: %w\n%s", agentBin, err, out)
 	}
 	rt, err := wasi.Serve(ctx, wasi.Config{Socket: filepath.Join(dir, "cri.sock"), RootDir: filepath.Join(dir, "runtime"), Logger: quiet})
 	if err != nil {
@@ -79,9 +89,13 @@ func run(ctx context.Context, numPods, rate int, warmup bool) error {
 		return fmt.Errorf("importing sleeper: %w", err)
 	}
 	agentCtx, stopAgent := context.WithCancel(ctx)
-	agent := exec.CommandContext(agentCtx, bin, "agent", "--kubeconfig", inst.KubeconfigPath(), "--node-name", nodeName,
+	args := []string{"--kubeconfig"}
+	if agentBin == "wasmplane" {
+		args = append([]string{"agent"}, args...)
+	}
+	agent := exec.CommandContext(agentCtx, bin, append(args, inst.KubeconfigPath(), "--node-name", nodeName,
 		"--container-runtime-endpoint", rt.Endpoint(), "--root-dir", filepath.Join(dir, "agent"), "--kubelet-port", "-1",
-		"--max-pods", strconv.Itoa(numPods+10), "--log-level", "warn")
+		"--max-pods", strconv.Itoa(numPods+10), "--log-level", "warn")...)
 	agent.Stderr = os.Stderr
 	agent.Cancel = func() error { return agent.Process.Signal(os.Interrupt) }
 	agent.WaitDelay = 30 * time.Second
@@ -151,8 +165,19 @@ func run(ctx context.Context, numPods, rate int, warmup bool) error {
 		}
 		done <- errors.New("watch closed")
 	}()
+	var stopProfiles func() error
+	if profileDir != "" {
+		port, err := kubeletPort(ctx, cs)
+		if err != nil {
+			return err
+		}
+		if stopProfiles, err = startProfiles(ctx, profileDir, port, time.Duration(numPods/rate+5)*time.Second); err != nil {
+			return err
+		}
+	}
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
+	benchCPU0, agentCPU0 := selfCPU(), procCPU(agent.Process.Pid)
 	start := time.Now()
 	for i := range numPods {
 		<-tick.C
@@ -178,11 +203,22 @@ func run(ctx context.Context, numPods, rate int, warmup bool) error {
 		return fmt.Errorf("only %d of %d pods running: %w", n, numPods, ctx.Err())
 	}
 	total := time.Since(start)
+	benchCPU, agentCPU := selfCPU()-benchCPU0, procCPU(agent.Process.Pid)-agentCPU0
+	if stopProfiles != nil {
+		if err := stopProfiles(); err != nil {
+			return err
+		}
+	}
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 	pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))] }
 	fmt.Printf("pods: %d at %d/s, all Running after %s\n", numPods, rate, total.Round(time.Millisecond))
 	fmt.Printf("startup latency create→Running+Ready: p50 %s  p99 %s  max %s\n",
 		pct(0.5).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
+	// CPU time is steadier than latency on a shared machine: it is the work done, whatever
+	// else ran.
+	fmt.Printf("CPU time while starting them: kubelet %s (%s/pod); API server and runtime %s (%s/pod)\n",
+		agentCPU.Round(time.Millisecond), (agentCPU / time.Duration(numPods)).Round(10*time.Microsecond),
+		benchCPU.Round(time.Millisecond), (benchCPU / time.Duration(numPods)).Round(10*time.Microsecond))
 	if rss110 != "" {
 		fmt.Printf("kubelet RSS with 110 pods: %s\n", rss110)
 	}
@@ -248,16 +284,112 @@ func waitNodeReady(ctx context.Context, cs kubernetes.Interface) error {
 	}
 }
 
-// rss reads VmRSS of a process.
+// rss reads VmRSS of a process and its parts: anonymous memory (heap, stacks) and file
+// pages (the binary's code and data that were touched).
 func rss(pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return "?"
 	}
+	v := map[string]string{}
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
-			return strings.TrimSpace(strings.TrimPrefix(l, "VmRSS:"))
+		if k, val, ok := strings.Cut(l, ":"); ok {
+			v[k] = strings.TrimSpace(val)
 		}
 	}
-	return "?"
+	return fmt.Sprintf("%s (anon %s, file %s)", v["VmRSS"], v["RssAnon"], v["RssFile"])
+}
+
+// kubeletPort is the port the agent registered in its Node's status.
+func kubeletPort(ctx context.Context, cs kubernetes.Interface) (int, error) {
+	n, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("reading the node: %w", err)
+	}
+	return int(n.Status.DaemonEndpoints.KubeletEndpoint.Port), nil
+}
+
+// startProfiles profiles this process (API server and runtime) and, through the kubelet's
+// /debug/pprof, the agent for at most d; stop ends this process's profile, waits for the
+// agent's and fetches the agent's heap profile.
+func startProfiles(ctx context.Context, dir string, port int, d time.Duration) (stop func() error, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("profile dir: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, "bench.pprof"))
+	if err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	// The agent serves a self-signed certificate and, without a client CA, anyone.
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	base := fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/", port)
+	fetch := func(url, file string) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return fmt.Errorf("fetching %s: %w", url, err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("fetching %s: %s", url, resp.Status)
+		}
+		out, err := os.Create(filepath.Join(dir, file))
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, resp.Body); err != nil {
+			out.Close()
+			return fmt.Errorf("fetching %s: %w", url, err)
+		}
+		return out.Close()
+	}
+	agentDone := make(chan error, 1)
+	go func() { agentDone <- fetch(fmt.Sprintf("%sprofile?seconds=%d", base, int(d.Seconds())), "agent.pprof") }()
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("profile: %w", err)
+		}
+		if err := <-agentDone; err != nil {
+			return err
+		}
+		return fetch(base+"heap?gc=1", "agent-heap.pprof")
+	}, nil
+}
+
+// selfCPU is this process's user and system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is another process's user and system CPU time (utime and stime of
+// /proc/<pid>/stat, in clock ticks of 10 ms).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name may hold spaces; the fields after it are space-separated.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
