@@ -59,6 +59,31 @@ type Attributes struct {
 	OldObject runtime.Object
 	// DryRun is true when nothing will be stored.
 	DryRun bool
+
+	// memo holds what the dynamic plugins of one phase derive from the request and share
+	// (a WASM plugin's encoded request). The chain creates it for its dynamic plugins and
+	// empties it whenever a plugin changed the object; it is nil outside a chain.
+	memo map[any]any
+}
+
+// Memo returns the value SetMemo stored under key for the request as it is now, or nil.
+func (a *Attributes) Memo(key any) any { return a.memo[key] }
+
+// SetMemo stores v under key for the other dynamic plugins of the current phase, as long
+// as the object does not change: the chain forgets it when a plugin changed the object and
+// when the phase ends. Outside a chain's dynamic plugins it stores nothing, since nothing
+// would tell when the object changes.
+func (a *Attributes) SetMemo(key, v any) {
+	if a.memo != nil {
+		a.memo[key] = v
+	}
+}
+
+// startMemo lets the dynamic plugins of a phase share derived values; the returned func
+// ends the phase.
+func (a *Attributes) startMemo() func() {
+	a.memo = map[any]any{}
+	return func() { a.memo = nil }
 }
 
 // Mutator may change the object of a request it handles.
@@ -127,13 +152,28 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 	if len(dynamic) == 0 {
 		return nil
 	}
+	defer a.startMemo()()
 	changedAfter := make([]bool, len(dynamic))
-	for i, m := range dynamic {
-		before := snapshot(a.Object)
+	// Only the dynamic mutators run from here on, so the snapshot after one is the
+	// snapshot before the next: one encoding of the object per plugin, not two.
+	cur := snapshot(a.Object)
+	admit := func(m Mutator, phase string) (bool, error) {
 		start := time.Now()
 		err := m.Admit(ctx, a)
-		changed := err == nil && !equalSnapshots(before, snapshot(a.Object))
-		t.Add(start, "admission", m.Name(), outcome("mutate", err, changed), errText(err))
+		changed := false
+		if err == nil {
+			next := snapshot(a.Object)
+			changed = !equalSnapshots(cur, next)
+			cur = next
+		}
+		if changed {
+			clear(a.memo)
+		}
+		t.Add(start, "admission", m.Name(), outcome(phase, err, changed), errText(err))
+		return changed, err
+	}
+	for i, m := range dynamic {
+		changed, err := admit(m, "mutate")
 		if err != nil {
 			return err
 		}
@@ -145,12 +185,7 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 	}
 	for i, m := range dynamic {
 		if r, ok := m.(ReinvocableMutator); ok && changedAfter[i] && r.Reinvoke() {
-			before := snapshot(a.Object)
-			start := time.Now()
-			err := m.Admit(ctx, a)
-			changed := err == nil && !equalSnapshots(before, snapshot(a.Object))
-			t.Add(start, "admission", m.Name(), outcome("reinvoked mutate", err, changed), errText(err))
-			if err != nil {
+			if _, err := admit(m, "reinvoked mutate"); err != nil {
 				return err
 			}
 		}
@@ -172,6 +207,9 @@ func (c *Chain) Validate(ctx context.Context, a *Attributes) error {
 			return err
 		}
 	}
+	// Validating plugins do not change the object: what one derives from the request
+	// (its encoding) serves every other.
+	defer a.startMemo()()
 	for _, s := range c.Sources {
 		_, vs, release := s.Acquire(a)
 		defer release()

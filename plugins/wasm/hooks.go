@@ -44,6 +44,40 @@ func (p *Plugin) Validate(ctx context.Context, req *abi.AdmissionRequest) (*abi.
 	return resp, err
 }
 
+// MutateJSON calls the mutate hook with a request already encoded as JSON (ABI §7.3), so
+// that the admission adapter encodes a request once for all the plugins that see it.
+func (p *Plugin) MutateJSON(ctx context.Context, req []byte) (*abi.MutateResponse, error) {
+	var resp *abi.MutateResponse
+	err := p.invoke(ctx, abi.HookMutate, func(*instance) ([]byte, error) { return req, nil }, func(b []byte) (err error) {
+		if string(b) == allowedAnswer {
+			resp = &abi.MutateResponse{Allowed: true}
+			return nil
+		}
+		resp, err = decodeMutate(b)
+		return err
+	}, nil)
+	return resp, err
+}
+
+// ValidateJSON calls the validate hook with a request already encoded as JSON, as
+// MutateJSON does.
+func (p *Plugin) ValidateJSON(ctx context.Context, req []byte) (*abi.ValidateResponse, error) {
+	var resp *abi.ValidateResponse
+	err := p.invoke(ctx, abi.HookValidate, func(*instance) ([]byte, error) { return req, nil }, func(b []byte) (err error) {
+		if string(b) == allowedAnswer {
+			resp = &abi.ValidateResponse{Allowed: true}
+			return nil
+		}
+		resp, err = decodeValidate(b)
+		return err
+	}, nil)
+	return resp, err
+}
+
+// allowedAnswer is the answer of most admission calls, in the exact form every SDK writes
+// it; it is recognised without two passes of encoding/json.
+const allowedAnswer = `{"allowed":true}`
+
 // Initialize calls the initialize hook (ABI §7.4).
 func (p *Plugin) Initialize(ctx context.Context, req *abi.InitializeRequest) (*abi.InitializeResponse, error) {
 	var resp *abi.InitializeResponse

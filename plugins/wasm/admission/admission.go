@@ -31,6 +31,14 @@ type Caller interface {
 	Validate(ctx context.Context, req *abi.AdmissionRequest) (*abi.ValidateResponse, error)
 }
 
+// EncodedCaller is a Caller that also takes requests already encoded as JSON, which lets
+// the adapter encode a request once for all the plugins that see it (*wasm.Plugin is one).
+type EncodedCaller interface {
+	Caller
+	MutateJSON(ctx context.Context, req []byte) (*abi.MutateResponse, error)
+	ValidateJSON(ctx context.Context, req []byte) (*abi.ValidateResponse, error)
+}
+
 // Plugin adapts one WASM plugin to the admission chain.
 type Plugin struct {
 	// PluginName is shown in denials and logs ("namespace/name" for tenant plugins).
@@ -55,13 +63,23 @@ func (p *Plugin) Reinvoke() bool { return !p.NoReinvocation }
 
 // Admit runs the mutate hook and applies its JSON patch to a.Object.
 func (p *Plugin) Admit(ctx context.Context, a *admission.Attributes) error {
-	req, err := request(a)
-	if err != nil {
-		return apierrors.NewInternalError(err)
-	}
-	resp, err := p.Caller.Mutate(ctx, req)
-	if err != nil {
-		return p.failed(err)
+	var resp *abi.MutateResponse
+	if c, ok := p.Caller.(EncodedCaller); ok {
+		req, err := requestJSON(a)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		if resp, err = c.MutateJSON(ctx, req); err != nil {
+			return p.failed(err)
+		}
+	} else {
+		req, err := request(a)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		if resp, err = p.Caller.Mutate(ctx, req); err != nil {
+			return p.failed(err)
+		}
 	}
 	p.report(ctx, a, resp.Warnings, resp.AuditAnnotations)
 	if !resp.Allowed {
@@ -83,13 +101,23 @@ func (p *Plugin) Admit(ctx context.Context, a *admission.Attributes) error {
 
 // Validate runs the validate hook.
 func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
-	req, err := request(a)
-	if err != nil {
-		return apierrors.NewInternalError(err)
-	}
-	resp, err := p.Caller.Validate(ctx, req)
-	if err != nil {
-		return p.failed(err)
+	var resp *abi.ValidateResponse
+	if c, ok := p.Caller.(EncodedCaller); ok {
+		req, err := requestJSON(a)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		if resp, err = c.ValidateJSON(ctx, req); err != nil {
+			return p.failed(err)
+		}
+	} else {
+		req, err := request(a)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		if resp, err = p.Caller.Validate(ctx, req); err != nil {
+			return p.failed(err)
+		}
 	}
 	p.report(ctx, a, resp.Warnings, resp.AuditAnnotations)
 	if !resp.Allowed {
@@ -131,6 +159,79 @@ func (p *Plugin) failed(err error) error {
 	return apierrors.NewInternalError(fmt.Errorf("failed calling admission plugin %q: %w", p.PluginName, err))
 }
 
+// memoKey is the key of a request's shared encoding in admission.Attributes' memo.
+type memoKey struct{}
+
+// requestHead is abi.AdmissionRequest's members before "object", in its order.
+type requestHead struct {
+	Kind        abi.GroupVersionKind     `json:"kind"`
+	Resource    abi.GroupVersionResource `json:"resource"`
+	SubResource string                   `json:"subResource,omitempty"`
+	Name        string                   `json:"name,omitempty"`
+	Namespace   string                   `json:"namespace,omitempty"`
+	Operation   string                   `json:"operation"`
+	UserInfo    abi.UserInfo             `json:"userInfo"`
+}
+
+const uidPrefix = `{"uid":`
+
+// requestJSON returns the JSON of request(a), as encoding/json writes it. Everything after
+// the uid is encoded once per admission phase and shared by the plugins that see the
+// request (the chain drops it when a plugin changes the object); each call still gets a
+// uid of its own, as each webhook call does in Kubernetes.
+func requestJSON(a *admission.Attributes) ([]byte, error) {
+	body, _ := a.Memo(memoKey{}).([]byte)
+	if body == nil {
+		var err error
+		if body, err = requestBody(a); err != nil {
+			return nil, err
+		}
+		a.SetMemo(memoKey{}, body)
+	}
+	uid, err := json.Marshal(string(uuid.NewUUID()))
+	if err != nil {
+		return nil, fmt.Errorf("encoding the request uid: %w", err)
+	}
+	out := make([]byte, 0, len(uidPrefix)+len(uid)+len(body))
+	out = append(append(append(out, uidPrefix...), uid...), body...)
+	return out, nil
+}
+
+// requestBody encodes the members of request(a) after the uid, from the comma before
+// "kind" to the closing brace: the objects are spliced in rather than copied by a second
+// pass of encoding/json over a RawMessage.
+func requestBody(a *admission.Attributes) ([]byte, error) {
+	head, err := json.Marshal(requestHead{
+		Kind:        abi.GroupVersionKind{Group: a.Kind.Group, Version: a.Kind.Version, Kind: a.Kind.Kind},
+		Resource:    abi.GroupVersionResource{Group: a.Resource.Group, Version: a.Resource.Version, Resource: a.Resource.Resource},
+		SubResource: a.Subresource, Name: a.Name, Namespace: a.Namespace, Operation: string(a.Operation),
+		UserInfo: abi.UserInfo{Username: a.User.Name, UID: a.User.UID, Groups: a.User.Groups, Extra: a.User.Extra},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encoding the admission request: %w", err)
+	}
+	obj, err := encode(a.Object, a)
+	if err != nil {
+		return nil, err
+	}
+	old, err := encode(a.OldObject, a)
+	if err != nil {
+		return nil, err
+	}
+	body := make([]byte, 0, len(head)+len(obj)+len(old)+40)
+	body = append(append(body, ','), head[1:len(head)-1]...)
+	if len(obj) > 0 {
+		body = append(append(body, `,"object":`...), obj...)
+	}
+	if len(old) > 0 {
+		body = append(append(body, `,"oldObject":`...), old...)
+	}
+	if a.DryRun {
+		body = append(body, `,"dryRun":true`...)
+	}
+	return append(body, '}'), nil
+}
+
 // request builds the ABI's AdmissionRequest.
 func request(a *admission.Attributes) (*abi.AdmissionRequest, error) {
 	req := &abi.AdmissionRequest{
@@ -163,7 +264,7 @@ func encode(obj runtime.Object, a *admission.Attributes) (json.RawMessage, error
 	if obj.GetObjectKind().GroupVersionKind().Empty() {
 		// Stored objects carry no TypeMeta; plugins expect it. Both members are omitempty,
 		// so they are absent from data and can be spliced in front of the others, which
-		// costs far less than a round trip through a map (this runs once per plugin call).
+		// costs far less than a round trip through a map.
 		if len(data) < 2 || data[0] != '{' {
 			return nil, fmt.Errorf("encoding %s: not a JSON object", a.Kind.Kind)
 		}

@@ -11,7 +11,8 @@ var handler func(in, dst []byte) ([]byte, error)
 // Register sets the plugin's validate handler; call it from an init function. An error
 // return becomes the ABI error envelope (the caller's failurePolicy applies).
 func Register(fn func(req *abi.AdmissionRequest) (abi.ValidateResponse, error)) {
-	handler = guest.JSON(fn)
+	// Decoded and encoded by hand: encoding/json would cost a Go guest most of a call.
+	handler = guest.Admission(fn, guest.EncodeValidate)
 }
 
 // Handle runs the registered handler on one encoded request, as the host's call does;

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
 	"github.com/wasmplane/wasmplane/sdk/go/mutate"
+	"github.com/wasmplane/wasmplane/sdk/go/objects"
 	"github.com/wasmplane/wasmplane/sdk/go/wasmplane"
 )
 
@@ -21,13 +22,6 @@ type config struct {
 }
 
 var cfg config
-
-type object struct {
-	Metadata struct {
-		Labels      map[string]string `json:"labels"`
-		Annotations map[string]string `json:"annotations"`
-	} `json:"metadata"`
-}
 
 func init() {
 	wasmplane.RegisterConfigure(func(req *abi.ConfigureRequest) error {
@@ -43,24 +37,26 @@ func init() {
 		if req.Operation != "CREATE" && req.Operation != "UPDATE" {
 			return abi.MutateResponse{Allowed: true}, nil
 		}
-		var obj object
-		if err := json.Unmarshal(req.Object, &obj); err != nil {
+		// objects.Meta reads the metadata several times faster than encoding/json does
+		// in a WebAssembly guest, with the same result.
+		meta, err := objects.Meta(req.Object)
+		if err != nil {
 			return abi.MutateResponse{}, err
 		}
-		owner, ok := obj.Metadata.Labels[cfg.Label]
+		owner, ok := meta.Labels[cfg.Label]
 		if !ok || owner == "" {
 			return abi.MutateResponse{Allowed: true, Warnings: []string{
 				fmt.Sprintf("%s %q has no %q label: annotation %s not set", strings.ToLower(req.Kind.Kind), req.Name, cfg.Label, cfg.Annotation)}}, nil
 		}
 		resp := abi.MutateResponse{Allowed: true, AuditAnnotations: map[string]string{"owner": owner}}
-		if obj.Metadata.Annotations[cfg.Annotation] == owner {
+		if meta.Annotations[cfg.Annotation] == owner {
 			return resp, nil
 		}
 		add := func(path string, v any) {
 			b, _ := json.Marshal(v)
 			resp.Patch = append(resp.Patch, abi.PatchOperation{Op: "add", Path: path, Value: b})
 		}
-		if obj.Metadata.Annotations == nil {
+		if meta.Annotations == nil {
 			add("/metadata/annotations", map[string]string{})
 		}
 		add("/metadata/annotations/"+escape(cfg.Annotation), owner)

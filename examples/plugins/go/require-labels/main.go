@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
+	"github.com/wasmplane/wasmplane/sdk/go/objects"
 	"github.com/wasmplane/wasmplane/sdk/go/validate"
 	"github.com/wasmplane/wasmplane/sdk/go/wasmplane"
 )
@@ -18,34 +19,37 @@ type config struct {
 
 var cfg config
 
-type object struct {
-	Metadata struct {
-		Labels map[string]string `json:"labels"`
-	} `json:"metadata"`
-	Spec struct {
-		Containers     []abi.Container `json:"containers"`
-		InitContainers []abi.Container `json:"initContainers"`
-	} `json:"spec"`
-}
-
 func init() {
 	wasmplane.RegisterConfigure(func(req *abi.ConfigureRequest) error { return json.Unmarshal(req.Config, &cfg) })
 	validate.Register(func(req *abi.AdmissionRequest) (abi.ValidateResponse, error) {
 		if req.Operation != "CREATE" && req.Operation != "UPDATE" {
 			return abi.ValidateResponse{Allowed: true}, nil
 		}
-		var obj object
-		if err := json.Unmarshal(req.Object, &obj); err != nil {
-			return abi.ValidateResponse{}, err
+		// The objects package reads metadata and pods several times faster than
+		// encoding/json does in a WebAssembly guest, with the same result.
+		var labels map[string]string
+		var containers []abi.Container
+		if req.Kind.Kind == "Pod" {
+			pod, err := objects.Pod(req.Object)
+			if err != nil {
+				return abi.ValidateResponse{}, err
+			}
+			labels, containers = pod.Metadata.Labels, append(pod.Spec.InitContainers, pod.Spec.Containers...)
+		} else {
+			meta, err := objects.Meta(req.Object)
+			if err != nil {
+				return abi.ValidateResponse{}, err
+			}
+			labels = meta.Labels
 		}
 		var problems []string
 		for _, l := range cfg.Labels {
-			if _, ok := obj.Metadata.Labels[l]; !ok {
+			if _, ok := labels[l]; !ok {
 				problems = append(problems, fmt.Sprintf("label %q is required", l))
 			}
 		}
 		if req.Kind.Kind == "Pod" {
-			for _, c := range append(obj.Spec.InitContainers, obj.Spec.Containers...) {
+			for _, c := range containers {
 				if latest(c.Image) {
 					problems = append(problems, fmt.Sprintf("container %q: image %q must be pinned to a tag other than latest", c.Name, c.Image))
 				}
