@@ -2,9 +2,11 @@ package wasm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
 )
@@ -144,6 +146,9 @@ func decodeInitialize(b []byte) (*abi.InitializeResponse, error) {
 }
 
 func decodeFilter(b []byte, nodes int) (*abi.FilterResponse, error) {
+	if isPacked(b) {
+		return decodePackedFilter(b, nodes)
+	}
 	var r abi.FilterResponse
 	if err := decodeResponse(b, &r); err != nil {
 		return nil, err
@@ -164,6 +169,9 @@ func decodeFilter(b []byte, nodes int) (*abi.FilterResponse, error) {
 // {"scores":[n,n,…]}, is parsed directly (5,000 scores cost ~40 µs less than
 // encoding/json); anything else goes through encoding/json.
 func decodeScores(b []byte, nodes int, dst []int64) ([]int64, error) {
+	if isPacked(b) {
+		return decodePackedScores(b, nodes, dst[:0])
+	}
 	if s, ok := fastScores(b, dst[:0]); ok {
 		if len(s) != nodes {
 			return nil, fmt.Errorf(`"scores" has %d entries for %d nodes`, len(s), nodes)
@@ -231,4 +239,70 @@ func encodeJSON(v any) ([]byte, error) {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
 	return b, nil
+}
+
+// isPacked tells a packed answer (ABI §7.7) from a JSON one, which never starts with NUL.
+func isPacked(b []byte) bool { return len(b) > 0 && b[0] == abi.PackedMagic[0] }
+
+// packedCount checks the header of a packed answer and returns its payload.
+func packedCount(b []byte, nodes int) ([]byte, error) {
+	if len(b) < abi.PackedHeader || string(b[:len(abi.PackedMagic)]) != abi.PackedMagic {
+		return nil, errors.New("packed answer has a bad header")
+	}
+	if n := binary.LittleEndian.Uint32(b[len(abi.PackedMagic):]); uint64(n) != uint64(nodes) {
+		return nil, fmt.Errorf("packed answer has %d entries for %d nodes", n, nodes)
+	}
+	return b[abi.PackedHeader:], nil
+}
+
+// decodePackedScores reads a packed score answer: one little-endian int64 per node.
+func decodePackedScores(b []byte, nodes int, dst []int64) ([]int64, error) {
+	p, err := packedCount(b, nodes)
+	if err != nil {
+		return nil, err
+	}
+	if len(p) != 8*nodes {
+		return nil, fmt.Errorf("packed score answer has %d bytes of scores for %d nodes", len(p), nodes)
+	}
+	for i := 0; i < nodes; i++ {
+		dst = append(dst, int64(binary.LittleEndian.Uint64(p[8*i:])))
+	}
+	return dst, nil
+}
+
+// decodePackedFilter reads a packed filter answer: one byte per node (1 pass, 0 fail),
+// then optionally a JSON object of reasons keyed by node index.
+func decodePackedFilter(b []byte, nodes int) (*abi.FilterResponse, error) {
+	p, err := packedCount(b, nodes)
+	if err != nil {
+		return nil, err
+	}
+	if len(p) < nodes {
+		return nil, fmt.Errorf("packed filter answer has %d flags for %d nodes", len(p), nodes)
+	}
+	r := &abi.FilterResponse{Pass: make([]bool, nodes)}
+	for i, c := range p[:nodes] {
+		switch c {
+		case 0:
+		case 1:
+			r.Pass[i] = true
+		default:
+			return nil, fmt.Errorf("packed filter answer has flag %d for node %d", c, i)
+		}
+	}
+	if rest := p[nodes:]; len(rest) > 0 {
+		var reasons map[string]string
+		if err := json.Unmarshal(rest, &reasons); err != nil {
+			return nil, fmt.Errorf("packed filter reasons: %w", err)
+		}
+		r.Reasons = make([]string, nodes)
+		for k, v := range reasons {
+			i, err := strconv.Atoi(k)
+			if err != nil || i < 0 || i >= nodes {
+				return nil, fmt.Errorf("packed filter reason for node %q of %d", k, nodes)
+			}
+			r.Reasons[i] = v
+		}
+	}
+	return r, nil
 }

@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"slices"
@@ -13,7 +14,7 @@ var osReadFile = os.ReadFile
 
 // FuzzDecodeAnswers feeds arbitrary bytes to every decoder of guest answers: none may
 // panic, an accepted answer must be a JSON object, and the fast score path must agree
-// with encoding/json.
+// with encoding/json (a packed answer, ABI §7.7, with its plain little-endian reading).
 func FuzzDecodeAnswers(f *testing.F) {
 	for _, s := range []string{
 		`{"allowed":true}`, `{"allowed":false,"code":403,"message":"no"}`, `{"error":"boom"}`,
@@ -22,6 +23,10 @@ func FuzzDecodeAnswers(f *testing.F) {
 		`{"pass":[true,false],"reasons":["","x"]}`, `{"scores":[1,-2,3]}`, `{"scores":[]}`,
 		`{"scores":[01]}`, `{"scores":[1,2]} `, `{"scores":[99999999999999999999]}`,
 		`[]`, `null`, `"x"`, ``, `{`, `{"error":""}`, `{"allowed":true}{}`, "\xff{}",
+		// packed answers (ABI §7.7)
+		abi.PackedMagic + "\x02\x00\x00\x00\x01\x00", abi.PackedMagic + "\x02\x00\x00\x00\x01\x00{\"1\":\"x\"}",
+		abi.PackedMagic + "\x02\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff",
+		abi.PackedMagic + "\xff\xff\xff\xff", "\x00",
 	} {
 		f.Add([]byte(s), uint8(2))
 	}
@@ -42,8 +47,16 @@ func FuzzDecodeAnswers(f *testing.F) {
 				t.Fatalf("score accepted %d scores for %d nodes", len(scores), nodes)
 			}
 			var ref abi.ScoreResponse
-			if jerr := json.Unmarshal(b, &ref); jerr != nil || !slices.Equal(ref.Scores, scores) {
-				t.Fatalf("decodeScores(%q) = %v, encoding/json says %v (%v)", b, scores, ref.Scores, jerr)
+			var jerr error
+			if isPacked(b) {
+				for i := range nodes {
+					ref.Scores = append(ref.Scores, int64(binary.LittleEndian.Uint64(b[abi.PackedHeader+8*i:])))
+				}
+			} else {
+				jerr = json.Unmarshal(b, &ref)
+			}
+			if jerr != nil || !slices.Equal(ref.Scores, scores) {
+				t.Fatalf("decodeScores(%q) = %v, reference says %v (%v)", b, scores, ref.Scores, jerr)
 			}
 		}
 		if checkEnvelope(b) == nil {

@@ -151,7 +151,7 @@ func (in *instance) setFlags(resp abi.ConfigureResponse) {
 	s := in.set
 	s.flagsOnce.Do(func() { s.flags = resp })
 	if resp.NodeTable {
-		in.table = newNodeTable()
+		in.table = newNodeTable(resp.Packed)
 	}
 }
 

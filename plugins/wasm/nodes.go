@@ -1,8 +1,10 @@
 package wasm
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -122,22 +124,44 @@ func quantities(l corev1.ResourceList) map[string]string {
 }
 
 // nodeTable is the host's record of the node documents one instance holds (ABI §7.6).
+// With the packed framing (ABI §7.7) the guest names documents by slot: small numbers
+// the host hands out densely and reuses, so the guest's table is an array.
 type nodeTable struct {
 	keys  map[uint64]struct{}
 	byUID map[types.UID]uint64
 	// pending changes of the request being built, applied only if the call succeeds
-	forget  []uint64
-	define  []uint64
-	defUID  []types.UID
-	reset   bool
-	scratch []byte
+	forget     []uint64
+	define     []uint64
+	defUID     []types.UID
+	reset      bool
+	scratch    []byte
+	scratchIdx []int
+
+	packed bool
+	// slotOf maps a document key to its slot; free lists released slots below next.
+	slotOf map[uint64]uint32
+	free   []uint32
+	next   uint32
+	// pending slot changes: the slots of define, how many of free this request takes,
+	// and next after it.
+	defSlot  []uint32
+	freeUsed int
+	nextAft  uint32
 }
 
-func newNodeTable() *nodeTable {
-	return &nodeTable{keys: map[uint64]struct{}{}, byUID: map[types.UID]uint64{}}
+func newNodeTable(packed bool) *nodeTable {
+	t := &nodeTable{keys: map[uint64]struct{}{}, byUID: map[types.UID]uint64{}, packed: packed}
+	if packed {
+		t.slotOf = map[uint64]uint32{}
+	}
+	return t
 }
 
 func (t *nodeTable) commit() {
+	if t.packed {
+		t.commitPacked()
+		return
+	}
 	if t.reset {
 		clear(t.keys)
 		clear(t.byUID)
@@ -149,6 +173,33 @@ func (t *nodeTable) commit() {
 		t.keys[k] = struct{}{}
 		t.byUID[t.defUID[i]] = k
 	}
+}
+
+func (t *nodeTable) commitPacked() {
+	if t.reset {
+		clear(t.slotOf)
+		clear(t.byUID)
+		t.free = t.free[:0]
+	}
+	// A forgotten document's slot went to the node's new document (buildPacked).
+	for _, k := range t.forget {
+		delete(t.slotOf, k)
+	}
+	t.free = t.free[:len(t.free)-t.freeUsed]
+	t.next = t.nextAft
+	for i, k := range t.define {
+		t.slotOf[k] = t.defSlot[i]
+		t.byUID[t.defUID[i]] = k
+	}
+}
+
+// size is the number of documents the guest holds, for the reset rule of ABI §7.6; with
+// slots, the slots handed out (the guest's array length).
+func (t *nodeTable) size() int {
+	if t.packed {
+		return int(t.next)
+	}
+	return len(t.keys)
 }
 
 // SchedulingInput is the input of Filter and Score: one pod and a batch of nodes.
@@ -172,6 +223,10 @@ func buildScheduling(in *instance, si *SchedulingInput) ([]byte, error) {
 	if len(si.Pod) == 0 {
 		return nil, fmt.Errorf("scheduling input has no pod")
 	}
+	t := in.table
+	if t != nil && t.packed {
+		return buildPacked(in, si)
+	}
 	b = append(b, si.Pod...)
 	doc := func(d *NodeDocument) ([]byte, error) {
 		if flags.FullNodes {
@@ -179,7 +234,6 @@ func buildScheduling(in *instance, si *SchedulingInput) ([]byte, error) {
 		}
 		return d.compact, nil
 	}
-	t := in.table
 	if t == nil {
 		b = append(b, `,"nodes":[`...)
 		for i, d := range si.Nodes {
@@ -195,7 +249,7 @@ func buildScheduling(in *instance, si *SchedulingInput) ([]byte, error) {
 		b = append(b, ']')
 	} else {
 		t.forget, t.define, t.defUID = t.forget[:0], t.define[:0], t.defUID[:0]
-		t.reset = len(t.keys) > 2*max(len(si.Nodes), si.ClusterNodes)+1024
+		t.reset = t.size() > tableBound(si)
 		if t.reset {
 			b = append(b, `,"reset":true`...)
 		}
@@ -254,16 +308,128 @@ func buildScheduling(in *instance, si *SchedulingInput) ([]byte, error) {
 		}
 		b = append(b, ']')
 	}
-	if flags.Requested && si.Requested != nil {
-		if len(si.Requested) != len(si.Nodes) {
-			return nil, fmt.Errorf("requested has %d entries for %d nodes", len(si.Requested), len(si.Nodes))
+	b, err := appendRequested(b, flags, si)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, '}')
+	in.reqBuf = b
+	return b, nil
+}
+
+// tableBound is the node-table size past which the host resets an instance's table
+// (ABI §7.6): twice the request or the cluster, plus 1024.
+func tableBound(si *SchedulingInput) int { return 2*max(len(si.Nodes), si.ClusterNodes) + 1024 }
+
+func appendRequested(b []byte, flags abi.ConfigureResponse, si *SchedulingInput) ([]byte, error) {
+	if !flags.Requested || si.Requested == nil {
+		return b, nil
+	}
+	if len(si.Requested) != len(si.Nodes) {
+		return nil, fmt.Errorf("requested has %d entries for %d nodes", len(si.Requested), len(si.Nodes))
+	}
+	rb, err := json.Marshal(si.Requested)
+	if err != nil {
+		return nil, fmt.Errorf("encode requested: %w", err)
+	}
+	b = append(b, `,"requested":`...)
+	return append(b, rb...), nil
+}
+
+// buildPacked writes the packed filter/score request of ABI §7.7: the header, one
+// little-endian uint32 slot per candidate node, then the JSON object of §7.6 without
+// "nodes". Slots are planned here and recorded by commit once the call succeeds.
+func buildPacked(in *instance, si *SchedulingInput) ([]byte, error) {
+	flags, t := in.set.flags, in.table
+	t.forget, t.define, t.defUID, t.defSlot = t.forget[:0], t.define[:0], t.defUID[:0], t.defSlot[:0]
+	t.reset = t.size() > tableBound(si)
+	t.freeUsed, t.nextAft = 0, t.next
+	if t.reset {
+		t.nextAft = 0
+	}
+	alloc := func() uint32 {
+		if !t.reset && t.freeUsed < len(t.free) {
+			t.freeUsed++
+			return t.free[len(t.free)-t.freeUsed]
 		}
-		rb, err := json.Marshal(si.Requested)
-		if err != nil {
-			return nil, fmt.Errorf("encode requested: %w", err)
+		t.nextAft++
+		return t.nextAft - 1
+	}
+	n := len(si.Nodes)
+	b := append(in.reqBuf[:0], abi.PackedMagic...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(n))
+	slots := len(b)
+	b = slices.Grow(b, 4*n)[:slots+4*n]
+	// Documents to define, by index into si.Nodes; written after the slot array.
+	defs := t.scratchIdx[:0]
+	for i, d := range si.Nodes {
+		k := d.key
+		if flags.FullNodes {
+			k++ // the full form's key
 		}
-		b = append(b, `,"requested":`...)
-		b = append(b, rb...)
+		slot, ok := uint32(0), false
+		if !t.reset {
+			slot, ok = t.slotOf[k]
+		}
+		if !ok {
+			if old, had := t.byUID[d.UID]; !t.reset && had && old != k {
+				// The node changed: its new document takes the old one's slot.
+				if s, held := t.slotOf[old]; held {
+					slot, ok = s, true
+					t.forget = append(t.forget, old)
+				}
+			}
+			if !ok {
+				slot = alloc()
+			}
+			t.define = append(t.define, k)
+			t.defUID = append(t.defUID, d.UID)
+			t.defSlot = append(t.defSlot, slot)
+			defs = append(defs, i)
+		}
+		binary.LittleEndian.PutUint32(b[slots+4*i:], slot)
+	}
+	t.scratchIdx = defs
+	b = append(b, `{"pod":`...)
+	b = append(b, si.Pod...)
+	if t.reset {
+		b = append(b, `,"reset":true`...)
+	}
+	if len(t.forget) > 0 {
+		b = append(b, `,"forget":[`...)
+		for i, k := range t.forget {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendUint(b, uint64(t.slotOf[k]), 10)
+		}
+		b = append(b, ']')
+	}
+	if len(defs) > 0 {
+		b = append(b, `,"define":[`...)
+		for j, i := range defs {
+			d := si.Nodes[i]
+			db := d.compact
+			if flags.FullNodes {
+				var err error
+				if db, err = d.Full(); err != nil {
+					return nil, err
+				}
+			}
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"key":`...)
+			b = strconv.AppendUint(b, uint64(t.defSlot[j]), 10)
+			b = append(b, `,"node":`...)
+			b = append(b, db...)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b, err := appendRequested(b, flags, si)
+	if err != nil {
+		return nil, err
 	}
 	b = append(b, '}')
 	in.reqBuf = b

@@ -82,7 +82,17 @@ type ConfigureResponse struct {
 	FullNodes bool   `json:"fullNodes,omitempty"`
 	NodeTable bool   `json:"nodeTable,omitempty"`
 	Requested bool   `json:"requested,omitempty"`
+	// Packed asks for the packed filter/score framing of ABI §7.7 (with NodeTable only).
+	Packed bool `json:"packed,omitempty"`
 }
+
+// PackedMagic starts every packed filter/score request and answer (ABI §7.7). Its first
+// byte is NUL, so it never begins a JSON text: a reader tells the two forms apart by it.
+const PackedMagic = "\x00wp1"
+
+// PackedHeader is the size of the packed header: PackedMagic, then the node count as a
+// little-endian uint32.
+const PackedHeader = 8
 
 // ClientCertificate describes a verified client certificate.
 type ClientCertificate struct {

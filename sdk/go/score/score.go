@@ -1,8 +1,10 @@
 // Package score exports the score hook of a wasmplane scheduler plugin. Requests use the
-// node table of ABI §7.6, so node documents are decoded once per node version per instance.
+// node table of ABI §7.6 in the packed framing of §7.7, so node documents are decoded
+// once per node version per instance and nodes and scores cross as binary arrays.
 package score
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
@@ -16,20 +18,31 @@ var handler func(in, dst []byte) ([]byte, error)
 // node, in order (0 to 100). The request's pod and nodes are decoded once and shared
 // with later calls: the handler must not modify them.
 func Register(fn func(req *abi.SchedulingRequest) ([]int64, error)) {
-	guest.Flags.NodeTable = true
-	handler = func(in, dst []byte) ([]byte, error) {
-		req, err := guest.DecodeScheduling(in)
+	register(func(s *guest.Scheduling, dst []byte) ([]byte, error) {
+		scores, err := fn(s.Req)
 		if err != nil {
 			return nil, err
 		}
-		scores, err := fn(req)
-		if err != nil {
-			return nil, err
+		if len(scores) != len(s.Req.Nodes) {
+			return nil, fmt.Errorf("score answered %d scores for %d nodes", len(scores), len(s.Req.Nodes))
 		}
-		if len(scores) != len(req.Nodes) {
-			return nil, fmt.Errorf("score answered %d scores for %d nodes", len(scores), len(req.Nodes))
+		if s.Packed {
+			return guest.EncodeScoresPacked(dst, scores), nil
 		}
 		return guest.EncodeScores(dst, scores), nil
+	})
+}
+
+// register installs a handler that writes its answer itself (packed when s.Packed).
+func register(fn func(s *guest.Scheduling, dst []byte) ([]byte, error)) {
+	guest.Flags.NodeTable = true
+	guest.Flags.Packed = true
+	handler = func(in, dst []byte) ([]byte, error) {
+		s, err := guest.DecodeAny(in)
+		if err != nil {
+			return nil, err
+		}
+		return fn(&s, dst)
 	}
 }
 
@@ -42,6 +55,31 @@ func RegisterNode(fn func(pod *abi.Pod, node *abi.Node) int64) {
 			scores = append(scores, fn(req.Pod, n))
 		}
 		return scores, nil
+	})
+}
+
+// RegisterPrepared is RegisterNode for a score that reads the node through a value
+// computed from the node alone: prepare runs once per node version (per instance) and
+// its result is kept with the node, so each pod costs fn per node rather than prepare.
+// prepare must depend on nothing but the node (and the configuration).
+func RegisterPrepared[T any](prepare func(node *abi.Node) T, fn func(pod *abi.Pod, node *abi.Node, prepared T) int64) {
+	cache := guest.NewPrepared(prepare)
+	var scores []int64
+	register(func(s *guest.Scheduling, dst []byte) ([]byte, error) {
+		pod, nodes := s.Req.Pod, s.Req.Nodes
+		if s.Packed {
+			// One pass: score each node and write its score straight into the answer.
+			dst = guest.PackedHeader(dst, len(nodes))
+			for i, n := range nodes {
+				dst = binary.LittleEndian.AppendUint64(dst, uint64(fn(pod, n, cache.Get(s, i))))
+			}
+			return dst, nil
+		}
+		scores = scores[:0]
+		for i, n := range nodes {
+			scores = append(scores, fn(pod, n, cache.Get(s, i)))
+		}
+		return guest.EncodeScores(dst, scores), nil
 	})
 }
 

@@ -31,16 +31,26 @@ func init() {
 		}
 		return nil
 	})
-	filter.RegisterNode(func(pod *abi.Pod, node *abi.Node) (bool, string) {
-		v, ok := node.Metadata.Labels[cfg.Label]
-		if !ok {
-			return false, fmt.Sprintf("node lacks label %q", cfg.Label)
-		}
-		if len(cfg.Values) > 0 && !slices.Contains(cfg.Values, v) {
-			return false, fmt.Sprintf("node label %s=%s is not one of %v", cfg.Label, v, cfg.Values)
-		}
-		return true, ""
-	})
+	// The decision depends on the node alone, so it is made once per node version and
+	// kept with the node (filter.RegisterPrepared); each pod then reads it back.
+	filter.RegisterPrepared(judge, func(_ *abi.Pod, _ *abi.Node, v verdict) (bool, string) { return v.ok, v.reason })
+}
+
+// verdict is a node's answer, the same for every pod.
+type verdict struct {
+	ok     bool
+	reason string
+}
+
+func judge(node *abi.Node) verdict {
+	v, ok := node.Metadata.Labels[cfg.Label]
+	if !ok {
+		return verdict{reason: fmt.Sprintf("node lacks label %q", cfg.Label)}
+	}
+	if len(cfg.Values) > 0 && !slices.Contains(cfg.Values, v) {
+		return verdict{reason: fmt.Sprintf("node label %s=%s is not one of %v", cfg.Label, v, cfg.Values)}
+	}
+	return verdict{ok: true}
 }
 
 func main() {}

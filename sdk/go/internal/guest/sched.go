@@ -2,9 +2,11 @@ package guest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
 )
@@ -16,7 +18,127 @@ var (
 	keys   []uint64
 	sreq   abi.SchedulingRequest
 	nodesV []*abi.Node
+	// slotNodes is the node table of the packed framing (ABI §7.7): the host names
+	// documents by small reused slots, so the table is an array.
+	slotNodes []*abi.Node
+	slotsV    []uint32
 )
+
+// Scheduling is a decoded filter/score request.
+type Scheduling struct {
+	// Req is the request with its nodes resolved.
+	Req *abi.SchedulingRequest
+	// Packed is true for a request in the packed framing; the answer must be packed too.
+	Packed bool
+	// Slots (packed only) is each node's slot: the same slot names the same decoded node
+	// until the host defines another document in it.
+	Slots []uint32
+}
+
+// DecodeAny decodes a filter/score request in either framing (ABI §7.6 or §7.7).
+func DecodeAny(in []byte) (Scheduling, error) {
+	if len(in) > 0 && in[0] == abi.PackedMagic[0] {
+		return decodePacked(in)
+	}
+	req, err := DecodeScheduling(in)
+	return Scheduling{Req: req}, err
+}
+
+// decodePacked decodes a packed request: the header, the slot array, then the JSON
+// object of §7.6 without "nodes" (ABI §7.7).
+func decodePacked(in []byte) (Scheduling, error) {
+	if len(in) < abi.PackedHeader || string(in[:len(abi.PackedMagic)]) != abi.PackedMagic {
+		return Scheduling{}, errors.New("decode scheduling request: bad packed header")
+	}
+	n := int(binary.LittleEndian.Uint32(in[len(abi.PackedMagic):]))
+	if n < 0 || (len(in)-abi.PackedHeader)/4 < n {
+		return Scheduling{}, fmt.Errorf("decode scheduling request: %d slots do not fit", n)
+	}
+	slotBytes := in[abi.PackedHeader : abi.PackedHeader+4*n]
+	var pod, define, forget, requested []byte
+	reset := false
+	err := ScanObject(in[abi.PackedHeader+4*n:], func(key, val []byte) error {
+		switch string(key) {
+		case "pod":
+			pod = val
+		case "define":
+			define = val
+		case "forget":
+			forget = val
+		case "requested":
+			requested = val
+		case "reset":
+			reset = string(val) == "true"
+		}
+		return nil
+	})
+	if err != nil {
+		return Scheduling{}, fmt.Errorf("decode scheduling request: %w", err)
+	}
+	if reset {
+		clear(slotNodes)
+		slotNodes = slotNodes[:0]
+	}
+	if len(forget) > 0 && string(forget) != "null" {
+		ks, err := ParseUints(forget, keys[:0])
+		if err != nil {
+			return Scheduling{}, fmt.Errorf("decode forget: %w", err)
+		}
+		for _, k := range ks {
+			if k < uint64(len(slotNodes)) {
+				slotNodes[k] = nil
+			}
+		}
+	}
+	if len(define) > 0 && string(define) != "null" {
+		if err := defineNodes(define, putSlot); err != nil {
+			return Scheduling{}, err
+		}
+	}
+	req := &sreq
+	*req = abi.SchedulingRequest{Nodes: nodesV[:0]}
+	if req.Pod, err = decodePod(pod); err != nil {
+		return Scheduling{}, err
+	}
+	// Sized once and filled by index: this loop runs once per node of every call.
+	nodes, slots := slices.Grow(req.Nodes, n)[:n], slices.Grow(slotsV[:0], n)[:n]
+	table := slotNodes
+	for i := range nodes {
+		k := binary.LittleEndian.Uint32(slotBytes[4*i:])
+		if uint64(k) >= uint64(len(table)) || table[k] == nil {
+			return Scheduling{}, fmt.Errorf("node slot %d was never defined on this instance", k)
+		}
+		nodes[i], slots[i] = table[k], k
+	}
+	req.Nodes = nodes
+	nodesV, slotsV = req.Nodes, slots
+	if len(requested) > 0 {
+		if err := json.Unmarshal(requested, &req.Requested); err != nil {
+			return Scheduling{}, fmt.Errorf("decode requested: %w", err)
+		}
+	}
+	return Scheduling{Req: req, Packed: true, Slots: slots}, nil
+}
+
+// maxSlot bounds packed slots: the host keeps them below twice the cluster plus 1024
+// (ABI §7.7); a larger one is a broken request, not a reason to allocate gigabytes.
+const maxSlot = 1 << 24
+
+func putSlot(k uint64, n *abi.Node) error {
+	if k >= maxSlot {
+		return fmt.Errorf("define: slot %d is too large", k)
+	}
+	if k >= uint64(len(slotNodes)) {
+		slotNodes = append(slotNodes, make([]*abi.Node, int(k)+1-len(slotNodes))...)
+	}
+	slotNodes[k] = n
+	return nil
+}
+
+func putKey(k uint64, n *abi.Node) error {
+	table.put(k, n)
+	return nil
+}
 
 // The last pod decoded: the host sends the same pod in several calls (one per batch of
 // a scheduling cycle, and again after a retry), and decoding a full Pod with
@@ -64,7 +186,7 @@ func DecodeScheduling(in []byte) (*abi.SchedulingRequest, error) {
 		}
 	}
 	if len(define) > 0 && string(define) != "null" {
-		if err := defineNodes(define); err != nil {
+		if err := defineNodes(define, putKey); err != nil {
 			return nil, err
 		}
 	}
@@ -104,7 +226,7 @@ func decodePod(b []byte) (*abi.Pod, error) {
 }
 
 // defineNodes reads define: [{"key": k, "node": {…}}, …] into the table.
-func defineNodes(b []byte) error {
+func defineNodes(b []byte, put func(uint64, *abi.Node) error) error {
 	r := reader{b: b, in: &strs}
 	err := r.array(func() error {
 		var key uint64
@@ -140,7 +262,7 @@ func defineNodes(b []byte) error {
 		if !haveKey {
 			return errFallback
 		}
-		return define(key, node)
+		return define(key, node, put)
 	})
 	if errors.Is(err, errFallback) {
 		var defs []abi.NodeDefinition
@@ -148,7 +270,7 @@ func defineNodes(b []byte) error {
 			return fmt.Errorf("decode define: %w", err)
 		}
 		for _, d := range defs {
-			if err := define(d.Key, d.Node); err != nil {
+			if err := define(d.Key, d.Node, put); err != nil {
 				return err
 			}
 		}
@@ -173,7 +295,7 @@ func parseKey(b []byte) (uint64, bool) {
 	return k, true
 }
 
-func define(key uint64, doc []byte) error {
+func define(key uint64, doc []byte, put func(uint64, *abi.Node) error) error {
 	if len(doc) == 0 || string(doc) == "null" {
 		return fmt.Errorf("define %d: node is null", key)
 	}
@@ -181,8 +303,7 @@ func define(key uint64, doc []byte) error {
 	if err != nil {
 		return fmt.Errorf("define %d: %w", key, err)
 	}
-	table.put(key, n)
-	return nil
+	return put(key, n)
 }
 
 // resolveKeys parses the key list of "nodes" and looks each key up, in one pass.
@@ -306,4 +427,52 @@ func EncodeScores(dst []byte, scores []int64) []byte {
 		dst = AppendInt(dst, s)
 	}
 	return append(dst, "]}"...)
+}
+
+// PackedHeader appends the header of a packed answer for n nodes (ABI §7.7).
+func PackedHeader(dst []byte, n int) []byte {
+	dst = append(dst, abi.PackedMagic...)
+	return binary.LittleEndian.AppendUint32(dst, uint32(n))
+}
+
+// EncodeScoresPacked encodes a packed score answer: one little-endian int64 per node.
+func EncodeScoresPacked(dst []byte, scores []int64) []byte {
+	dst = PackedHeader(dst, len(scores))
+	for _, s := range scores {
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(s))
+	}
+	return dst
+}
+
+// EncodeFilterPacked encodes a packed filter answer: one byte per node (1 pass, 0 fail),
+// then the non-empty reasons as a JSON object keyed by node index, if any.
+func EncodeFilterPacked(dst []byte, r *abi.FilterResponse) []byte {
+	dst = PackedHeader(dst, len(r.Pass))
+	for _, p := range r.Pass {
+		if p {
+			dst = append(dst, 1)
+		} else {
+			dst = append(dst, 0)
+		}
+	}
+	first := true
+	for i, s := range r.Reasons {
+		if s == "" {
+			continue
+		}
+		if first {
+			dst = append(dst, '{')
+			first = false
+		} else {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '"')
+		dst = AppendInt(dst, int64(i))
+		dst = append(dst, '"', ':')
+		dst = AppendString(dst, s)
+	}
+	if !first {
+		dst = append(dst, '}')
+	}
+	return dst
 }

@@ -1,0 +1,141 @@
+package wasm
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/wasmplane/wasmplane/sdk/go/abi"
+)
+
+// packedRequest is a packed request taken apart (ABI §7.7).
+type packedRequest struct {
+	slots  []uint32
+	reset  bool
+	forget []uint32
+	define []uint32
+}
+
+func parsePacked(t *testing.T, b []byte) packedRequest {
+	t.Helper()
+	if string(b[:4]) != abi.PackedMagic {
+		t.Fatalf("request starts with %q", b[:4])
+	}
+	n := int(binary.LittleEndian.Uint32(b[4:]))
+	var r packedRequest
+	for i := range n {
+		r.slots = append(r.slots, binary.LittleEndian.Uint32(b[abi.PackedHeader+4*i:]))
+	}
+	var obj struct {
+		Pod    json.RawMessage `json:"pod"`
+		Reset  bool            `json:"reset"`
+		Forget []uint32        `json:"forget"`
+		Define []struct {
+			Key  uint32   `json:"key"`
+			Node abi.Node `json:"node"`
+		} `json:"define"`
+		Nodes json.RawMessage `json:"nodes"`
+	}
+	if err := json.Unmarshal(b[abi.PackedHeader+4*n:], &obj); err != nil {
+		t.Fatalf("JSON part: %v", err)
+	}
+	if obj.Nodes != nil || len(obj.Pod) == 0 {
+		t.Fatalf("JSON part has nodes %s, pod %s", obj.Nodes, obj.Pod)
+	}
+	r.reset, r.forget = obj.Reset, obj.Forget
+	for _, d := range obj.Define {
+		r.define = append(r.define, d.Key)
+	}
+	return r
+}
+
+// TestPackedSlots checks the host's slot plan: dense slots, a changed node's new
+// document in its old slot, nothing committed by a call that fails, and a reset that
+// starts over from slot 0.
+func TestPackedSlots(t *testing.T) {
+	cache := NewNodeCache()
+	node := func(name, rv string) *NodeDocument {
+		d, err := cache.Document(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), ResourceVersion: rv}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	in := &instance{set: &instanceSet{flags: abi.ConfigureResponse{NodeTable: true, Packed: true}}, table: newNodeTable(true)}
+	call := func(commit bool, nodes ...*NodeDocument) packedRequest {
+		t.Helper()
+		b, err := buildScheduling(in, &SchedulingInput{Pod: []byte(`{}`), Nodes: nodes, ClusterNodes: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := parsePacked(t, b)
+		if commit {
+			in.table.commit()
+		}
+		return r
+	}
+	a, b, c := node("a", "1"), node("b", "1"), node("c", "1")
+	want := func(got packedRequest, w packedRequest) {
+		t.Helper()
+		if !reflect.DeepEqual(got, w) {
+			t.Fatalf("got %+v, want %+v", got, w)
+		}
+	}
+	want(call(true, a, b, c), packedRequest{slots: []uint32{0, 1, 2}, define: []uint32{0, 1, 2}})
+	want(call(true, c, a), packedRequest{slots: []uint32{2, 0}})
+	b2, d := node("b", "2"), node("d", "1")
+	// A failed call (not committed) changes nothing: the next one plans the same.
+	want(call(false, d, b2), packedRequest{slots: []uint32{3, 1}, forget: []uint32{1}, define: []uint32{3, 1}})
+	want(call(true, d, b2), packedRequest{slots: []uint32{3, 1}, forget: []uint32{1}, define: []uint32{3, 1}})
+	want(call(true, a, b2, c, d), packedRequest{slots: []uint32{0, 1, 2, 3}})
+	// Past the bound (2×4+1024 slots handed out) the table starts over.
+	in.table.next = 2000
+	want(call(true, d, a), packedRequest{slots: []uint32{0, 1}, reset: true, define: []uint32{0, 1}})
+	want(call(true, a, d, c), packedRequest{slots: []uint32{1, 0, 2}, define: []uint32{2}})
+	if in.table.next != 3 || len(in.table.slotOf) != 3 {
+		t.Fatalf("table after reset: next %d, %d documents", in.table.next, len(in.table.slotOf))
+	}
+}
+
+// TestDecodePackedAnswers checks the packed score and filter answers.
+func TestDecodePackedAnswers(t *testing.T) {
+	hdr := func(n uint32) []byte { return binary.LittleEndian.AppendUint32([]byte(abi.PackedMagic), n) }
+	sc := hdr(3)
+	for _, v := range []int64{7, -1, 100} {
+		sc = binary.LittleEndian.AppendUint64(sc, uint64(v))
+	}
+	if got, err := decodeScores(sc, 3, nil); err != nil || !reflect.DeepEqual(got, []int64{7, -1, 100}) {
+		t.Fatalf("scores: %v, %v", got, err)
+	}
+	if _, err := decodeScores(sc, 2, nil); err == nil {
+		t.Fatal("3 scores accepted for 2 nodes")
+	}
+	if _, err := decodeScores(sc[:len(sc)-1], 3, nil); err == nil {
+		t.Fatal("a truncated answer was accepted")
+	}
+	f := append(hdr(3), 1, 0, 1)
+	r, err := decodeFilter(f, 3)
+	if err != nil || !reflect.DeepEqual(r.Pass, []bool{true, false, true}) || r.Reasons != nil {
+		t.Fatalf("filter: %+v, %v", r, err)
+	}
+	r, err = decodeFilter(append(f, `{"1":"no \"gpu\""}`...), 3)
+	if err != nil || !reflect.DeepEqual(r.Reasons, []string{"", `no "gpu"`, ""}) {
+		t.Fatalf("filter reasons: %+v, %v", r, err)
+	}
+	for _, bad := range [][]byte{append(hdr(3), 1, 2, 1), append(f, `{"3":"x"}`...), append(f, `{"-1":"x"}`...), f[:9], hdr(3)[:6]} {
+		if _, err := decodeFilter(bad, 3); err == nil {
+			t.Fatalf("accepted %q", bad)
+		}
+	}
+	// A packed guest may still answer in JSON, e.g. with the error envelope.
+	var g guestError
+	if _, err := decodeScores([]byte(`{"error":"boom"}`), 3, nil); !errors.As(err, &g) {
+		t.Fatalf("error envelope: %v", err)
+	}
+}
