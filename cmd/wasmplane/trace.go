@@ -90,6 +90,10 @@ func printTrace(w io.Writer, t *resources.PodTrace) error {
 		if s.Component == "scheduler" {
 			detail = schedulingDetail(detail)
 		}
+		if s.Count > 1 {
+			// Repeated attempts with the same outcome are one row (trace.Store.Fold).
+			detail += fmt.Sprintf("; %d attempts, the last at +%s", s.Count, s.Last.Sub(t0).Round(time.Millisecond))
+		}
 		took := ""
 		if s.Duration > 0 {
 			took = s.Duration.Round(time.Microsecond).String()
@@ -115,6 +119,10 @@ func schedulingDetail(js string) string {
 	for _, p := range plugins {
 		r := s.Rejected[p]
 		fmt.Fprintf(&b, "; %s rejected %d (%s)", p, r.Nodes, strings.Join(r.Reasons, "; "))
+	}
+	if s.Message != "" && len(s.Rejected) == 0 {
+		// No Filter verdicts to list (no nodes, a Permit rejection, an error): the reason.
+		fmt.Fprintf(&b, "; %s", s.Message)
 	}
 	for i, n := range s.Top {
 		names := make([]string, 0, len(n.Scores))

@@ -200,6 +200,8 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule(verbsRead, g(""), "nodes"),
 			rule([]string{"get", "list", "watch", "delete"}, g(""), "pods"),
 			rule([]string{"create"}, g(""), "pods/binding", "bindings"),
+			// wasmplane's own: a failed scheduling attempt goes to the pod's trace (pods/trace).
+			rule([]string{"create"}, g(""), "pods/trace"),
 			rule([]string{"patch", "update"}, g(""), "pods/status"),
 			rule(verbsRead, g(""), "services", "replicationcontrollers"),
 			rule(verbsRead, g("apps", "extensions"), "replicasets"),

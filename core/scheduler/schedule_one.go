@@ -361,9 +361,14 @@ func (s *Scheduler) handleFailure(ctx context.Context, fw *framework.Framework, 
 	s.log.Debug("unable to schedule pod", "pod", klogKey(pod), "reason", reason, "err", msg)
 	fw.EventRecorder().Eventf(latest, nil, v1.EventTypeWarning, "FailedScheduling", "Scheduling", "%s", msg)
 	cond := v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: reason, Message: msg}
+	traced := "error"
+	if unschedulable {
+		traced = "unschedulable"
+	}
 	s.bindings.Add(1)
 	go func() {
 		defer s.bindings.Done()
+		s.reportAttempt(ctx, latest, fw.ProfileName(), traced, start, err)
 		if err := s.updatePodStatus(ctx, latest, cond, nominated); err != nil && ctx.Err() == nil {
 			s.log.Error("updating pod condition", "pod", klogKey(pod), "err", err)
 		}

@@ -22,7 +22,10 @@ type Summary struct {
 	Feasible int                      `json:"feasible"`
 	Rejected map[string]RejectSummary `json:"rejected,omitempty"`
 	Top      []NodeScore              `json:"top,omitempty"`
-	Winner   string                   `json:"winner"`
+	Winner   string                   `json:"winner,omitempty"`
+	// Message is a failed attempt's reason as the FailedScheduling event words it
+	// ("0/N nodes are available: …"); empty when the pod was bound.
+	Message string `json:"message,omitempty"`
 }
 
 // RejectSummary is how many nodes one Filter plugin rejected, and its commonest reasons.

@@ -23,6 +23,11 @@ type Step struct {
 	Step   string `json:"step"`
 	Result string `json:"result,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Count is how many times the step happened when repeats were folded into it (Fold):
+	// a pod the scheduler retries keeps one row, not one per attempt. 0 means once.
+	Count int `json:"count,omitempty"`
+	// Last is when the last folded repeat started (zero when Count ≤ 1).
+	Last time.Time `json:"last,omitzero"`
 }
 
 // Trace collects the steps of one request; it is safe for concurrent use.
@@ -115,6 +120,28 @@ func (s *Store) Append(key, uid string, steps ...Step) {
 		return
 	}
 	r.Steps = clip(append(r.Steps, steps...))
+}
+
+// Fold adds step to key's record if it belongs to uid, or, when the record's last step is
+// the same step with the same outcome (component, step, result and detail), counts it
+// there instead: a pod that fails to schedule the same way a thousand times costs one
+// row, and its earlier steps are not clipped away.
+func (s *Store) Fold(key, uid string, step Step) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.recs[key]
+	if !ok || r.UID != uid {
+		return
+	}
+	if n := len(r.Steps); n > 0 {
+		last := &r.Steps[n-1]
+		if last.Component == step.Component && last.Step == step.Step && last.Result == step.Result && last.Detail == step.Detail {
+			last.Count = max(last.Count, 1) + max(step.Count, 1)
+			last.Last, last.Duration = step.Time, step.Duration
+			return
+		}
+	}
+	r.Steps = clip(append(r.Steps, step))
 }
 
 // Get returns a copy of key's record.

@@ -78,3 +78,28 @@ func BenchmarkPodJourney(b *testing.B) {
 		i++
 	}
 }
+
+func TestFoldCountsRepeatedAttempts(t *testing.T) {
+	s := NewStore(0)
+	t0 := time.Unix(1000, 0)
+	s.Begin("pods/ns/p", "u", []Step{{Time: t0, Component: "storage", Step: "create"}})
+	attempt := func(sec int, detail string) Step {
+		return Step{Time: t0.Add(time.Duration(sec) * time.Second), Duration: time.Millisecond, Component: "scheduler", Step: "schedule", Result: "unschedulable", Detail: detail}
+	}
+	for i := range 200 {
+		s.Fold("pods/ns/p", "u", attempt(i+1, "0/3 nodes: NodeAffinity 3"))
+	}
+	s.Fold("pods/ns/p", "other-uid", attempt(500, "ignored"))
+	s.Fold("pods/ns/p", "u", attempt(600, "0/4 nodes: NodeAffinity 4"))
+	r, _ := s.Get("pods/ns/p")
+	if len(r.Steps) != 3 {
+		t.Fatalf("%d steps, want storage, 200 folded attempts, one new outcome: %+v", len(r.Steps), r.Steps)
+	}
+	got := r.Steps[1]
+	if got.Count != 200 || !got.Time.Equal(t0.Add(time.Second)) || !got.Last.Equal(t0.Add(200*time.Second)) {
+		t.Fatalf("folded step %+v, want count 200 from +1s to +200s", got)
+	}
+	if r.Steps[2].Count != 0 || r.Steps[2].Detail != "0/4 nodes: NodeAffinity 4" {
+		t.Fatalf("a new outcome was folded into the old one: %+v", r.Steps[2])
+	}
+}

@@ -12,8 +12,10 @@
 //     .wasmplane`, but on a free port, and puts the `wasmplane` it built first on PATH
 //     (and as ./wasmplane). So these lines of a sh block are skipped: building the binary
 //     (`go build -o wasmplane ./cmd/wasmplane`), starting that server (`wasmplane up
-//     --data-dir .wasmplane &`, also as ./wasmplane) and `export KUBECONFIG=…` (set to the
-//     server's admin kubeconfig). Every other line runs as written, other servers too.
+//     --data-dir .wasmplane &`, also as ./wasmplane) and `export
+//     KUBECONFIG=[$PWD/].wasmplane/admin.kubeconfig` (set to the server's admin kubeconfig;
+//     an export of another kubeconfig, a tenant's, runs). Every other line runs as
+//     written, other servers too.
 //   - A page may name "## " sections that are left out because another test runs them
 //     (see pages).
 //
@@ -21,6 +23,13 @@
 // top-level entries (so `./examples/…` and `sdk/` resolve) and holds the data dir
 // `.wasmplane` and whatever the pages write. Background processes a page starts (`… &`)
 // are killed when the page ends.
+//
+// The other pages with commands are run by the other tests here: TestCRIPage (the crictl
+// walk-through of docs/cri-conformance.md), TestRuntimePagesNameWhatTestsRun (the
+// commands that need root and containerd, or critest, must be what tests/e2e and
+// scripts/critest.sh run) and TestPerformanceCommands (every benchmark command of
+// docs/performance.md and docs/wasm-performance.md, at small sizes). docs/architecture.md
+// has no commands.
 package docs
 
 import (
@@ -70,13 +79,15 @@ var pages = []page{
 	// tests/e2e's TestDistributed runs the HA recipe (fixed ports, many processes).
 	{path: "docs/operations.md", exclude: []string{"High availability on one machine"}, timeout: 2 * time.Minute},
 	{path: "docs/troubleshooting.md", timeout: 2 * time.Minute},
+	{path: "docs/security.md", timeout: time.Minute},
+	{path: "docs/multi-tenancy.md", timeout: 2 * time.Minute},
 }
 
 // skipped are the lines the test performs itself (see the package comment).
 var skipped = []*regexp.Regexp{
 	regexp.MustCompile(`^go build -o wasmplane \./cmd/wasmplane\s*(#.*)?$`),
 	regexp.MustCompile(`^(\./)?wasmplane up --data-dir \.wasmplane\s*&\s*(#.*)?$`),
-	regexp.MustCompile(`^export KUBECONFIG=`),
+	regexp.MustCompile(`^export KUBECONFIG=(\$PWD/)?\.wasmplane/admin\.kubeconfig(\s|$)`),
 }
 
 var fence = regexp.MustCompile("^\\s*```+\\s*([A-Za-z0-9_-]*)")
@@ -175,7 +186,7 @@ func TestDocs(t *testing.T) {
 
 func TestScriptExtraction(t *testing.T) {
 	md := "# T\n```sh\necho top\n```\n## Try it\ntext\n```sh\ngo build -o wasmplane ./cmd/wasmplane\n./wasmplane up --data-dir .wasmplane &   # start\n" +
-		"export KUBECONFIG=$PWD/x\necho one\n```\n```console\necho no\n```\n## Other\n```sh\necho other\n```\n"
+		"export KUBECONFIG=$PWD/.wasmplane/admin.kubeconfig\necho one\n```\n```console\necho no\n```\n## Other\n```sh\necho other\n```\n"
 	sh, n, err := script(md, "Try it")
 	if err != nil || n != 1 {
 		t.Fatalf("script: %d blocks, %v", n, err)
@@ -198,6 +209,9 @@ func TestScriptExtraction(t *testing.T) {
 	}
 	if skip("wasmplane up --data-dir demo --port 0 &") || !skip("./wasmplane up --data-dir .wasmplane &   # start") {
 		t.Fatal("only the server the test starts is skipped")
+	}
+	if skip("export KUBECONFIG=alice.kubeconfig") || !skip("export KUBECONFIG=.wasmplane/admin.kubeconfig   # admin") {
+		t.Fatal("only the export of the admin kubeconfig is skipped")
 	}
 }
 

@@ -3,16 +3,19 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/apiserver/resources"
 	"github.com/wasmplane/wasmplane/core/scheduler"
+	"github.com/wasmplane/wasmplane/core/trace"
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestPodTrace creates a pod on a cluster of three nodes, one tainted and one too small,
@@ -98,5 +101,88 @@ func TestPodTrace(t *testing.T) {
 	}
 	if _, ok := p.Annotations[resources.TraceSchedulingAnnotation]; ok {
 		t.Fatal("the scheduling summary was stored on the pod")
+	}
+}
+
+// TestUnschedulablePodTrace creates a pod whose nodeSelector no node matches: it is never
+// bound, yet pods/trace shows the scheduler's attempts — the profile, which Filter plugin
+// rejected how many nodes and why (the FailedScheduling facts) — and folds a repeated
+// attempt with the same outcome into the same row.
+func TestUnschedulablePodTrace(t *testing.T) {
+	srv := testserver.Start(t)
+	cs := srv.Clientset(t, false)
+	ctx := ctxFor(t)
+	ns := newNamespace(t, cs, "trace-pending")
+	for _, name := range []string{"pending-a", "pending-b"} {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"disk": "hdd"}},
+			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"),
+				corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")},
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+		if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pending"}, Spec: corev1.PodSpec{
+		NodeSelector: map[string]string{"disk": "ssd"}, Containers: []corev1.Container{{Name: "c", Image: "hello:1"}}}}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// attempts reads the trace and returns its scheduler steps.
+	attempts := func(ctx context.Context) ([]trace.Step, error) {
+		body, err := cs.CoreV1().RESTClient().Get().Namespace(ns).Resource("pods").Name("pending").SubResource("trace").DoRaw(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var tr resources.PodTrace
+		if err := json.Unmarshal(body, &tr); err != nil {
+			return nil, err
+		}
+		var out []trace.Step
+		for _, s := range tr.Steps {
+			if s.Component == "scheduler" {
+				out = append(out, s)
+			}
+			if s.Component == "binding" {
+				return nil, fmt.Errorf("the pod was bound: %+v", s)
+			}
+		}
+		return out, nil
+	}
+	var steps []trace.Step
+	eventually(t, 30*time.Second, "a failed scheduling attempt in the trace", func(ctx context.Context) (bool, error) {
+		var err error
+		steps, err = attempts(ctx)
+		return len(steps) > 0, err
+	})
+	s := steps[0]
+	if s.Step != "schedule" || s.Result != "unschedulable" {
+		t.Fatalf("scheduler step %+v, want schedule=unschedulable", s)
+	}
+	var sum scheduler.Summary
+	if err := json.Unmarshal([]byte(s.Detail), &sum); err != nil {
+		t.Fatalf("scheduler summary %q: %v", s.Detail, err)
+	}
+	if sum.Profile != corev1.DefaultSchedulerName || sum.Nodes < 2 || sum.Feasible != 0 || sum.Winner != "" {
+		t.Fatalf("summary %+v, want profile %s, 0 of at least 2 nodes feasible, no winner", sum, corev1.DefaultSchedulerName)
+	}
+	if r := sum.Rejected["NodeAffinity"]; r.Nodes != sum.Nodes || !strings.Contains(strings.Join(r.Reasons, ","), "didn't match Pod's node affinity/selector") {
+		t.Fatalf("rejections %+v, want NodeAffinity rejecting all %d nodes for the selector", sum.Rejected, sum.Nodes)
+	}
+	wantMsg := fmt.Sprintf("0/%d nodes are available: %d node(s) didn't match Pod's node affinity/selector", sum.Nodes, sum.Nodes)
+	if !strings.HasPrefix(sum.Message, wantMsg) {
+		t.Fatalf("message %q, want the FailedScheduling event's %q", sum.Message, wantMsg)
+	}
+	// A node's labels change (still no ssd): the scheduler retries and fails the same way;
+	// the trace counts the attempt on the same row instead of adding one.
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, "pending-a", types.MergePatchType, []byte(`{"metadata":{"labels":{"disk":"nvme"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the retried attempt to be counted", func(ctx context.Context) (bool, error) {
+		var err error
+		steps, err = attempts(ctx)
+		return len(steps) == 1 && steps[0].Count >= 2, err
+	})
+	if !steps[0].Last.After(steps[0].Time) {
+		t.Fatalf("folded step %+v: the last attempt is not after the first", steps[0])
 	}
 }

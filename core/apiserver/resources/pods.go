@@ -92,7 +92,7 @@ func podSubresources(s *endpoints.Scope) []endpoints.Subresource {
 		endpoints.StatusSubresource(s, statusOnly()),
 		{Name: "binding", Kind: corev1.SchemeGroupVersion.WithKind("Binding"), Handlers: map[string]endpoints.HandlerFunc{http.MethodPost: bindHandler(s)}},
 		{Name: "log", Handlers: map[string]endpoints.HandlerFunc{http.MethodGet: logHandler(s)}},
-		{Name: "trace", Handlers: map[string]endpoints.HandlerFunc{http.MethodGet: traceHandler(s)}},
+		{Name: "trace", Handlers: map[string]endpoints.HandlerFunc{http.MethodGet: traceHandler(s), http.MethodPost: traceReportHandler(s)}},
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/authn"
 	"github.com/wasmplane/wasmplane/core/trace"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -37,6 +38,46 @@ type PodTraceMeta struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
 	UID       string `json:"uid"`
+}
+
+// PodTraceReport is what a component POSTs to pods/NAME/trace: a step of the pod's journey
+// that leaves no object behind — the scheduler's failed attempts — kept only in this API
+// server's trace ring (never in etcd), repeats folded into one row (trace.Store.Fold).
+type PodTraceReport struct {
+	// UID of the pod the step belongs to: a report about an older pod of the same name is
+	// dropped, and the server need not read the pod.
+	UID  string     `json:"uid"`
+	Step trace.Step `json:"step"`
+}
+
+// maxTraceReportBytes bounds a report: a summary, not per-node rows.
+const maxTraceReportBytes = 64 << 10
+
+// traceReportHandler serves POST pods/{name}/trace (202 Accepted: a trace is best effort,
+// a pod this server did not see created has no record to add to).
+func traceReportHandler(s *endpoints.Scope) endpoints.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request, r endpoints.Request) {
+		s.CustomCode(w, req, func(ctx context.Context, _ func(runtime.Object) error, raw func(int64) ([]byte, error)) (runtime.Object, int, error) {
+			data, err := raw(maxTraceReportBytes)
+			if err != nil {
+				return nil, 0, err
+			}
+			var rep PodTraceReport
+			if err := json.Unmarshal(data, &rep); err != nil {
+				return nil, 0, apierrors.NewBadRequest(fmt.Sprintf("decoding the trace report: %v", err))
+			}
+			if rep.UID == "" || rep.Step.Component == "" || rep.Step.Step == "" {
+				return nil, 0, apierrors.NewBadRequest("a trace report needs uid, step.component and step.step")
+			}
+			if s.Store.Traces != nil {
+				// The server's clock orders the steps: the reporter's may differ.
+				st := rep.Step
+				st.Time, st.Count, st.Last = time.Now().Add(-st.Duration), 0, time.Time{}
+				s.Store.Traces.Fold(s.Store.TraceKey(r.Namespace, r.Name), rep.UID, st)
+			}
+			return &metav1.Status{Status: metav1.StatusSuccess, Code: http.StatusAccepted}, http.StatusAccepted, nil
+		})
+	}
 }
 
 // traceBinding records the binding and the scheduler's summary in the pod's trace.
