@@ -766,7 +766,8 @@ func (c *Cacher) currentRev() uint64 {
 // takes too long), N (not older than) once the cache reached N. Pages are cut from a sorted
 // snapshot; a continue token is served from the cache while that snapshot is retained, by
 // etcd at the token's revision otherwise. Exact revisions go to etcd. The items are
-// shallow copies of shared cached objects: callers must not mutate them.
+// shallow copies of shared cached objects: callers must not mutate them. Under
+// WithCachedItems the cache hands over the shared objects instead of copying them.
 func (c *Cacher) GetList(ctx context.Context, key string, opts ListOptions, listObj runtime.Object) error {
 	if opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact || !c.isReady() {
 		return c.store.GetList(ctx, key, opts, listObj)
@@ -810,7 +811,7 @@ func (c *Cacher) GetList(ctx context.Context, key string, opts ListOptions, list
 		return err
 	}
 	var (
-		objs      []runtime.Object
+		cos       []*CachingObject
 		next      string
 		remaining *int64
 	)
@@ -821,12 +822,13 @@ func (c *Cacher) GetList(ctx context.Context, key string, opts ListOptions, list
 			i = sort.Search(len(items), func(i int) bool { return items[i].key >= p.startKey })
 		}
 		limit := int(opts.Predicate.Limit)
+		cos = make([]*CachingObject, 0, min(limit, len(items)-i))
 		for ; i < len(items); i++ {
 			if !mode.matcher.matchItem(items[i]) {
 				continue
 			}
-			objs = append(objs, items[i].obj.shared())
-			if len(objs) == limit {
+			cos = append(cos, items[i].obj)
+			if len(cos) == limit {
 				break
 			}
 		}
@@ -840,10 +842,19 @@ func (c *Cacher) GetList(ctx context.Context, key string, opts ListOptions, list
 	} else {
 		ascend(snap.tree, &mode, "", func(it *cacheItem) bool {
 			if mode.matcher.matchItem(it) {
-				objs = append(objs, it.obj.shared())
+				cos = append(cos, it.obj)
 			}
 			return true
 		})
+	}
+	if ci := cachedItemsFrom(ctx); ci != nil {
+		// The caller encodes the shared objects itself: no copy of every item.
+		ci.Served, ci.Items = true, cos
+		cos = nil
+	}
+	objs := make([]runtime.Object, len(cos))
+	for i, co := range cos {
+		objs[i] = co.shared()
 	}
 	if err := meta.SetList(listObj, objs); err != nil {
 		return fmt.Errorf("storage: %w", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,12 +17,20 @@ import (
 type CachingObject struct {
 	obj runtime.Object
 
+	// first is the first encoder's encoding, read without a lock: almost every object is
+	// only ever encoded by one encoder (protobuf, which client-go and the in-process clients
+	// speak), and the 1,000 watchers of one event would otherwise queue on mu, and every
+	// cached object would carry a map.
+	first atomic.Pointer[encoding]
+
 	mu  sync.Mutex
-	enc map[runtime.Identifier]*encoding
+	enc map[runtime.Identifier]*encoding // the other encoders' encodings
 }
 
 type encoding struct {
+	id   runtime.Identifier
 	once sync.Once
+	done atomic.Bool // set once data and err are final
 	data []byte
 	err  error
 }
@@ -31,30 +40,58 @@ var _ runtime.CacheableObject = (*CachingObject)(nil)
 // NewCachingObject wraps obj, which nobody may mutate afterwards.
 func NewCachingObject(obj runtime.Object) *CachingObject { return &CachingObject{obj: obj} }
 
+// lookup returns the encoding entry of id, creating it when create is set (else nil).
+func (o *CachingObject) lookup(id runtime.Identifier, create bool) *encoding {
+	if f := o.first.Load(); f != nil && f.id == id {
+		return f
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if f := o.first.Load(); f != nil && f.id == id {
+		return f
+	}
+	if e := o.enc[id]; e != nil || !create {
+		return e
+	}
+	e := &encoding{id: id}
+	if o.first.Load() == nil {
+		o.first.Store(e)
+		return e
+	}
+	if o.enc == nil {
+		o.enc = make(map[runtime.Identifier]*encoding, 1)
+	}
+	o.enc[id] = e
+	return e
+}
+
 // CacheEncode implements runtime.CacheableObject: the first call per encoder identifier
 // encodes (a private copy, since encoders set the kind on what they are given), later
 // calls write the remembered bytes.
 func (o *CachingObject) CacheEncode(id runtime.Identifier, encode func(runtime.Object, io.Writer) error, w io.Writer) error {
-	o.mu.Lock()
-	if o.enc == nil {
-		o.enc = make(map[runtime.Identifier]*encoding, 1)
-	}
-	e := o.enc[id]
-	if e == nil {
-		e = &encoding{}
-		o.enc[id] = e
-	}
-	o.mu.Unlock()
+	e := o.lookup(id, true)
 	e.once.Do(func() {
 		var buf bytes.Buffer
 		e.err = encode(o.obj.DeepCopyObject(), &buf)
 		e.data = buf.Bytes()
+		e.done.Store(true)
 	})
 	if e.err != nil {
 		return e.err
 	}
 	_, err := w.Write(e.data)
 	return err
+}
+
+// Encoded returns what CacheEncode wrote for the encoder id, if it has already run: a list
+// response reuses the bytes its watchers got without making the object keep bytes for
+// every encoder a list is asked in. The bytes are shared: nobody may modify them.
+func (o *CachingObject) Encoded(id runtime.Identifier) ([]byte, bool) {
+	e := o.lookup(id, false)
+	if e == nil || !e.done.Load() || e.err != nil {
+		return nil, false
+	}
+	return e.data, true
 }
 
 // GetObject implements runtime.CacheableObject: a deep copy the caller owns.
@@ -73,3 +110,7 @@ func (o *CachingObject) DeepCopyObject() runtime.Object { return o.obj.DeepCopyO
 
 // shared is the wrapped object itself, for read-only use inside the package.
 func (o *CachingObject) shared() runtime.Object { return o.obj }
+
+// Shared returns the wrapped object itself, without a copy, for callers that only read it
+// (its type, or to marshal it); nobody may mutate it.
+func (o *CachingObject) Shared() runtime.Object { return o.obj }

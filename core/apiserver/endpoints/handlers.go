@@ -207,6 +207,10 @@ func (s *Scope) ListOrWatch(w http.ResponseWriter, req *http.Request, r Request)
 		s.Codecs.WriteError(w, req, err)
 		return
 	}
+	if out, err := s.Codecs.NegotiateOutput(req); err == nil && s.wantsCachedList(out) {
+		s.listCached(w, req, r, opts, out)
+		return
+	}
 	s.serve(w, req, http.StatusOK, func(ctx context.Context) (runtime.Object, error) {
 		return s.Store.List(ctx, r.Namespace, opts)
 	})

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/wasmplane/wasmplane/core/storage"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -79,11 +80,19 @@ func (c *Codecs) WriteNegotiated(w http.ResponseWriter, req *http.Request, code 
 	c.writeObject(w, out.Info, gvks[0].GroupVersion(), code, obj)
 }
 
-// SupportsProtobuf reports whether obj has a protobuf encoding (k8s.io/api types do).
+// SupportsProtobuf reports whether obj has a protobuf encoding (k8s.io/api types do). It
+// asks for what apimachinery's protobuf serializer uses: k8s.io/api v0.35+ types no longer
+// have gogo's ProtoMessage method, only Size and the MarshalTo family.
 func SupportsProtobuf(obj runtime.Object) bool {
-	if co, ok := obj.(runtime.CacheableObject); ok {
+	if co, ok := obj.(*storage.CachingObject); ok {
+		// The wrapped object's type, without the deep copy GetObject makes.
+		obj = co.Shared()
+	} else if co, ok := obj.(runtime.CacheableObject); ok {
 		obj = co.GetObject()
 	}
-	_, ok := obj.(interface{ ProtoMessage() })
-	return ok
+	switch obj.(type) {
+	case runtime.ProtobufReverseMarshaller, runtime.ProtobufMarshaller, interface{ Marshal() ([]byte, error) }:
+		return true
+	}
+	return false
 }

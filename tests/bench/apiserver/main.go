@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +48,11 @@ type options struct {
 	scalePods    int
 	scaleNodes   int
 	json         bool
+	phases       string
+	upArgs       string
+	profileDir   string
+	profileSecs  int
+	bin          string
 }
 
 func main() {
@@ -63,6 +69,11 @@ func main() {
 	flag.IntVar(&o.scalePods, "scale-pods", 0, "pods to store for the scale figure (issue target: 150000; 0 skips)")
 	flag.IntVar(&o.scaleNodes, "scale-nodes", 5000, "nodes to store for the scale figure")
 	flag.BoolVar(&o.json, "json", false, "use JSON instead of protobuf")
+	flag.StringVar(&o.phases, "phases", "throughput,latency,fanout,scale", "comma-separated phases to run")
+	flag.StringVar(&o.upArgs, "up-args", "--disable-kubelet", "extra flags for `wasmplane up` (space-separated), e.g. \"--disable-kubelet --disable-controllers --disable-scheduler\"")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write server CPU profiles of the fan-out and paged-list phases here")
+	flag.StringVar(&o.bin, "wasmplane-bin", "", "run this wasmplane binary instead of building ./cmd/wasmplane (e.g. to compare two builds)")
+	flag.IntVar(&o.profileSecs, "profile-seconds", 5, "length of each server CPU profile")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
 		slog.Error("benchmark failed", "err", err)
@@ -72,7 +83,7 @@ func main() {
 
 func run(ctx context.Context, o options) error {
 	if o.kubeconfig == "" {
-		stop, kc, pid, err := startServer(ctx)
+		stop, kc, pid, err := startServer(ctx, o.bin, strings.Fields(o.upArgs))
 		if err != nil {
 			return err
 		}
@@ -96,16 +107,26 @@ func run(ctx context.Context, o options) error {
 	if err := ensureNS(ctx, cs, "bench"); err != nil {
 		return err
 	}
-	if err := throughput(ctx, cs, o); err != nil {
-		return err
+	phases := map[string]bool{}
+	for _, p := range strings.Split(o.phases, ",") {
+		phases[strings.TrimSpace(p)] = true
 	}
-	if err := paced(ctx, cs, o); err != nil {
-		return err
+	if phases["throughput"] {
+		if err := throughput(ctx, cs, o); err != nil {
+			return err
+		}
 	}
-	if err := fanout(ctx, cfg, cs, o); err != nil {
-		return err
+	if phases["latency"] {
+		if err := paced(ctx, cs, o); err != nil {
+			return err
+		}
 	}
-	if o.scalePods > 0 {
+	if phases["fanout"] {
+		if err := fanout(ctx, cfg, cs, o); err != nil {
+			return err
+		}
+	}
+	if phases["scale"] && o.scalePods > 0 {
 		if err := scale(ctx, cs, o); err != nil {
 			return err
 		}
@@ -114,16 +135,20 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-func startServer(ctx context.Context) (func(), string, int, error) {
+func startServer(ctx context.Context, prebuilt string, upArgs []string) (func(), string, int, error) {
 	dir, err := os.MkdirTemp("", "wasmplane-bench-")
 	if err != nil {
 		return nil, "", 0, fmt.Errorf("temp dir: %w", err)
 	}
-	bin := filepath.Join(dir, "wasmplane")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/wasmplane").CombinedOutput(); err != nil {
-		return nil, "", 0, fmt.Errorf("building wasmplane: %v: %s", err, out)
+	bin := prebuilt
+	if bin == "" {
+		bin = filepath.Join(dir, "wasmplane")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/wasmplane").CombinedOutput(); err != nil {
+			return nil, "", 0, fmt.Errorf("building wasmplane: %v: %s", err, out)
+		}
 	}
-	cmd := exec.CommandContext(ctx, bin, "up", "--data-dir", filepath.Join(dir, "data"), "--port", "0", "--log-level", "warn", "--disable-kubelet")
+	args := append([]string{"up", "--data-dir", filepath.Join(dir, "data"), "--port", "0", "--log-level", "warn"}, upArgs...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -284,6 +309,8 @@ func fanout(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, o op
 	}
 	ready.Wait()
 	interval := time.Second / time.Duration(o.watchRate)
+	profDone := startProfile(ctx, cs, o, "fanout")
+	cpu0, self0 := serverCPU(o.pid), selfCPU()
 	start := time.Now()
 	for i := 0; i < total; i++ {
 		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
@@ -302,9 +329,14 @@ func fanout(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, o op
 		cancel()
 	}
 	done.Wait()
+	wall := time.Since(start)
+	cpu1, self1 := serverCPU(o.pid), selfCPU()
+	profDone()
 	p50, p99 := percentiles(delays)
 	fmt.Printf("watch fan-out: %d watchers, %d events/s for %ds: %d of %d deliveries, delay p50 %v, p99 %v\n",
 		o.watchers, o.watchRate, o.watchSeconds, len(delays), total*o.watchers, p50, p99)
+	fmt.Printf("watch fan-out CPU over %v: server %v, benchmark client %v\n", wall.Round(time.Millisecond),
+		(cpu1 - cpu0).Round(time.Millisecond), (self1 - self0).Round(time.Millisecond))
 	return nil
 }
 
@@ -331,6 +363,16 @@ func scale(ctx context.Context, cs kubernetes.Interface, o options) error {
 		return err
 	}
 	fmt.Printf("scale: stored %d nodes and %d pods in %v; server RSS %s\n", o.scaleNodes, o.scalePods, time.Since(start).Round(time.Second), rss(o.pid))
+	if o.profileDir != "" {
+		// What holds the server's memory with everything stored.
+		if data, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/heap").DoRaw(ctx); err != nil {
+			slog.Error("server heap profile", "err", err)
+		} else if err := os.WriteFile(filepath.Join(o.profileDir, "heap.pprof"), data, 0o644); err != nil {
+			slog.Error("writing heap profile", "err", err)
+		}
+	}
+	profDone := startProfile(ctx, cs, o, "list")
+	cpu0, self0 := serverCPU(o.pid), selfCPU()
 	start = time.Now()
 	count := 0
 	pg := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -341,7 +383,11 @@ func scale(ctx context.Context, cs kubernetes.Interface, o options) error {
 	if err != nil {
 		return fmt.Errorf("paged list: %w", err)
 	}
-	fmt.Printf("scale: listed all %d pods paged by 500 in %v; server RSS %s\n", count, time.Since(start).Round(time.Millisecond), rss(o.pid))
+	wall := time.Since(start)
+	cpu1, self1 := serverCPU(o.pid), selfCPU()
+	fmt.Printf("scale: listed all %d pods paged by 500 in %v (CPU: server %v, benchmark client %v); server RSS %s\n", count,
+		wall.Round(time.Millisecond), (cpu1 - cpu0).Round(time.Millisecond), (self1 - self0).Round(time.Millisecond), rss(o.pid))
+	profDone()
 	return nil
 }
 
@@ -385,4 +431,59 @@ func rss(pid int) string {
 		}
 	}
 	return "n/a"
+}
+
+// startProfile fetches a server CPU profile of o.profileSecs into o.profileDir/name.pprof
+// in the background; the returned func waits for it. Nothing happens without -profile-dir.
+func startProfile(ctx context.Context, cs kubernetes.Interface, o options, name string) func() {
+	if o.profileDir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		data, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(o.profileSecs)).DoRaw(ctx)
+		if err != nil {
+			slog.Error("server CPU profile", "err", err)
+			return
+		}
+		path := filepath.Join(o.profileDir, name+".pprof")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			slog.Error("writing CPU profile", "err", err)
+			return
+		}
+		fmt.Printf("server CPU profile: %s\n", path)
+	}()
+	return func() { <-done }
+}
+
+// serverCPU is the user+system CPU time the process pid has used (0 when unknown).
+func serverCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	// Linux reports clock ticks of 1/100 s (USER_HZ) on every supported architecture.
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// selfCPU is the user+system CPU time this benchmark process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
