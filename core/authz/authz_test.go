@@ -166,7 +166,9 @@ func newNodeAuthorizer(t testing.TB) *authz.NodeAuthorizer {
 		{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s2"}}}},
 		Containers: []corev1.Container{{Name: "c", Image: "x"}}})
 	client := fake.NewClientset(p1, p2)
-	f := informers.NewSharedInformerFactory(client, 0)
+	// The server trims the authorizer's pods (authz.TrimPod): every case below must hold
+	// on what is left.
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(authz.TrimPod))
 	n, err := authz.NewNodeAuthorizer(f.Core().V1().Pods().Informer())
 	if err != nil {
 		t.Fatal(err)
@@ -465,5 +467,45 @@ func TestEnsureBootstrapPolicy(t *testing.T) {
 		if a.GetVerb() != "get" {
 			t.Errorf("steady state wrote: %v", a)
 		}
+	}
+}
+
+// TestTrimPod: the node authorizer's copy of a pod keeps every reference it checks, from
+// init and ephemeral containers too, and drops the rest.
+func TestTrimPod(t *testing.T) {
+	full := pod("a", "p", "n1", corev1.PodSpec{
+		ServiceAccountName: "runner",
+		ImagePullSecrets:   []corev1.LocalObjectReference{{Name: "pull"}},
+		InitContainers: []corev1.Container{{Name: "i", Image: "init:1", Command: []string{"sh", "-c", "true"},
+			Env: []corev1.EnvVar{{Name: "PLAIN", Value: "v"}, {Name: "C", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cm-init"}, Key: "k"}}}}}},
+		Containers: []corev1.Container{{Name: "c", Image: "app:1", Args: []string{"--long-flag=value"}, Env: []corev1.EnvVar{{Name: "PLAIN", Value: "v"}}}},
+		EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "dbg",
+			EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s-debug"}}}}}}},
+	})
+	full.Labels = map[string]string{"app": "web"}
+	full.Annotations = map[string]string{"note": strings.Repeat("x", 512)}
+	full.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1"}
+	out, err := authz.TrimPod(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := out.(*corev1.Pod)
+	if p.Name != "p" || p.Namespace != "a" || p.Spec.NodeName != "n1" || p.Spec.ServiceAccountName != "runner" || len(p.Spec.ImagePullSecrets) != 1 {
+		t.Fatalf("identity or node lost: %+v", p)
+	}
+	if len(p.Labels)+len(p.Annotations) != 0 || p.Status.Phase != "" || len(p.Spec.Containers) != 0 {
+		t.Errorf("kept what the authorizer never reads: labels %v, status %v, containers %v", p.Labels, p.Status, p.Spec.Containers)
+	}
+	if len(p.Spec.InitContainers) != 1 || len(p.Spec.InitContainers[0].Env) != 1 || p.Spec.InitContainers[0].Image != "" {
+		t.Errorf("init container references: %+v", p.Spec.InitContainers)
+	}
+	if len(p.Spec.EphemeralContainers) != 1 || p.Spec.EphemeralContainers[0].EnvFrom[0].SecretRef.Name != "s-debug" {
+		t.Errorf("ephemeral container references: %+v", p.Spec.EphemeralContainers)
+	}
+	if full.Spec.Containers[0].Image != "app:1" || len(full.Labels) != 1 {
+		t.Error("TrimPod changed its input")
+	}
+	if other, _ := authz.TrimPod(&corev1.Node{}); other == nil {
+		t.Error("a non-pod object must pass unchanged")
 	}
 }

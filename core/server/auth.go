@@ -253,7 +253,7 @@ func newAuthorizer(loopback *rest.Config) (informers.SharedInformerFactory, auth
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("authorizer client: %w", err)
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(authz.TrimPod))
 	rbac := authz.NewRBACFromInformers(factory)
 	node, err := authz.NewNodeAuthorizer(factory.Core().V1().Pods().Informer())
 	if err != nil {
