@@ -24,16 +24,6 @@ import (
 // and podimage-initializer, built from source and run through the host with the requests
 // and expectations of examples/plugins/go/examples_test.go (plus a few edge cases).
 
-// ascPatch shows a patch one operation a line, as the Go examples' tests do (the Rust
-// tests have their own helper: the two files are written side by side).
-func ascPatch(patch []abi.PatchOperation) string {
-	var lines []string
-	for _, op := range patch {
-		lines = append(lines, fmt.Sprintf("%s %s %s", op.Op, op.Path, op.Value))
-	}
-	return strings.Join(lines, "\n")
-}
-
 func TestASCLabelInjector(t *testing.T) {
 	t.Parallel()
 	const tol = `{"key":"dedicated","operator":"Equal","value":"wasm","effect":"NoSchedule"}`
@@ -68,7 +58,7 @@ func TestASCLabelInjector(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got, want := ascPatch(resp.Patch), strings.Join(tt.want, "\n"); !resp.Allowed || got != want {
+					if got, want := patchLines(resp.Patch), strings.Join(tt.want, "\n"); !resp.Allowed || got != want {
 						t.Fatalf("allowed %v patch =\n%s\nwant\n%s", resp.Allowed, got, want)
 					}
 				})
@@ -80,7 +70,7 @@ func TestASCLabelInjector(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := strings.Join([]string{"add /metadata/labels {}", `add /metadata/labels/injected-by "wasm"`, "add /spec/tolerations [" + tol + "]"}, "\n")
-			if got := ascPatch(resp.Patch); got != want {
+			if got := patchLines(resp.Patch); got != want {
 				t.Fatalf("patch =\n%s\nwant\n%s", got, want)
 			}
 			// An object the plugin cannot read is a plugin error, not a decision.
@@ -176,7 +166,7 @@ func TestASCPodImageInitializer(t *testing.T) {
 				`replace /spec/containers/4/image "mirror.example.com/team/app:3"`,
 				`replace /spec/containers/5/image "mirror.example.com/app"`,
 			}, "\n")
-			if got := ascPatch(resp.Patch); got != want || resp.Rejected || resp.Object != nil {
+			if got := patchLines(resp.Patch); got != want || resp.Rejected || resp.Object != nil {
 				t.Fatalf("patch =\n%s\nwant\n%s", got, want)
 			}
 			if resp := initialize("Pod", `{"spec":{"containers":[{"name":"a","image":"mirror.example.com/library/nginx:1.27"}]}}`); len(resp.Patch) != 0 || resp.Rejected {
@@ -229,7 +219,7 @@ func TestASCOwnerAnnotator(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got, want := ascPatch(resp.Patch), strings.Join(tt.patch, "\n"); !resp.Allowed || got != want {
+					if got, want := patchLines(resp.Patch), strings.Join(tt.patch, "\n"); !resp.Allowed || got != want {
 						t.Fatalf("allowed %v patch =\n%s\nwant\n%s", resp.Allowed, got, want)
 					}
 					if fmt.Sprintf("%q", resp.Warnings) != fmt.Sprintf("%q", tt.warnings) || fmt.Sprint(resp.AuditAnnotations) != fmt.Sprint(tt.audit) {
