@@ -123,8 +123,12 @@ func (r registryReader) GetPriorityClass(ctx context.Context, name string) (*sch
 }
 
 // ListPriorityClasses implements plugins.PriorityClassLister.
-func (r registryReader) ListPriorityClasses(ctx context.Context) ([]schedulingv1.PriorityClass, error) {
-	obj, err := r.list(ctx, schedulingv1.Resource("priorityclasses"), "", "0")
+func (r registryReader) ListPriorityClasses(ctx context.Context, fresh bool) ([]schedulingv1.PriorityClass, error) {
+	rv := "0" // from the watch cache
+	if fresh {
+		rv = "" // a consistent read from etcd
+	}
+	obj, err := r.list(ctx, schedulingv1.Resource("priorityclasses"), "", rv)
 	if err != nil {
 		return nil, err
 	}

@@ -44,7 +44,7 @@ func (f *fakeReader) GetPriorityClass(_ context.Context, name string) (*scheduli
 	return nil, apierrors.NewNotFound(schedulingv1.Resource("priorityclasses"), name)
 }
 
-func (f *fakeReader) ListPriorityClasses(context.Context) ([]schedulingv1.PriorityClass, error) {
+func (f *fakeReader) ListPriorityClasses(context.Context, bool) ([]schedulingv1.PriorityClass, error) {
 	return f.classes, nil
 }
 

@@ -15,8 +15,9 @@ import (
 type PriorityClassLister interface {
 	// GetPriorityClass returns one class; a NotFound error when it is missing.
 	GetPriorityClass(ctx context.Context, name string) (*schedulingv1.PriorityClass, error)
-	// ListPriorityClasses returns every class.
-	ListPriorityClasses(ctx context.Context) ([]schedulingv1.PriorityClass, error)
+	// ListPriorityClasses returns every class; fresh reads storage instead of the cache,
+	// which may not yet hold a class created an instant ago.
+	ListPriorityClasses(ctx context.Context, fresh bool) ([]schedulingv1.PriorityClass, error)
 }
 
 // Priority is Kubernetes' Priority plugin: a pod's spec.priority and preemptionPolicy come
@@ -85,7 +86,8 @@ func (p *Priority) Validate(ctx context.Context, a *admission.Attributes) error 
 	if !pc.GlobalDefault {
 		return nil
 	}
-	def, err := p.defaultClass(ctx)
+	// Fresh: a default made just before must be seen, or two defaults could be stored.
+	def, err := p.defaultClass(ctx, true)
 	if err != nil {
 		return fmt.Errorf("failed to get default priority class: %w", err)
 	}
@@ -99,7 +101,7 @@ func (p *Priority) Validate(ctx context.Context, a *admission.Attributes) error 
 // ("" = the global default, or priority 0 when there is none).
 func (p *Priority) establish(ctx context.Context, a *admission.Attributes, class string) (string, int32, *corev1.PreemptionPolicy, error) {
 	if class == "" {
-		def, err := p.defaultClass(ctx)
+		def, err := p.defaultClass(ctx, false)
 		if err != nil {
 			return "", 0, nil, fmt.Errorf("error occurred while retrieving default priority class: %w", err)
 		}
@@ -120,8 +122,8 @@ func (p *Priority) establish(ctx context.Context, a *admission.Attributes, class
 
 // defaultClass returns the globalDefault class; if a race left several, the lowest value
 // wins, as in Kubernetes.
-func (p *Priority) defaultClass(ctx context.Context) (*schedulingv1.PriorityClass, error) {
-	list, err := p.Classes.ListPriorityClasses(ctx)
+func (p *Priority) defaultClass(ctx context.Context, fresh bool) (*schedulingv1.PriorityClass, error) {
+	list, err := p.Classes.ListPriorityClasses(ctx, fresh)
 	if err != nil {
 		return nil, err
 	}
