@@ -211,43 +211,11 @@ func TestRustNodeLabelFilter(t *testing.T) {
 		}
 	}
 	p := mustLoad(t, r, "node-label-filter", mod, `{"label":"pool","values":["blue","green"]}`)
-	anyValue := mustLoad(t, r, "node-label-filter", mod, `{"label":"pool"}`)
 	ctx := context.Background()
 	// One cache for every request to these plugins, as a scheduler has: node-table keys
 	// are unique within a cache only, so documents of a second cache would collide with
 	// keys the instances already hold.
 	cache := wasm.NewNodeCache()
-
-	t.Run("the C and AssemblyScript cases", func(t *testing.T) {
-		nodes := rustNodes(map[string]string{"pool": "blue"}, nil, map[string]string{"pool": "red"}, map[string]string{"pool": "green", "zone": "a"}, map[string]string{"zone": "b"})
-		tests := []struct {
-			name    string
-			p       *wasm.Plugin
-			pass    []bool
-			reasons []string
-		}{
-			{"with values", p, []bool{true, false, false, true, false},
-				[]string{"", `node lacks label "pool"`, "node label pool=red is not one of [blue green]", "", `node lacks label "pool"`}},
-			{"any value", anyValue, []bool{true, false, true, true, false},
-				[]string{"", `node lacks label "pool"`, "", "", `node lacks label "pool"`}},
-		}
-		for _, tt := range tests {
-			// Twice: the second call names the nodes by node-table key only.
-			for round := range 2 {
-				resp, err := tt.p.Filter(ctx, &wasm.SchedulingInput{Pod: []byte(podJSON), Nodes: docs(t, cache, nodes)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if fmt.Sprint(resp.Pass) != fmt.Sprint(tt.pass) || fmt.Sprintf("%q", resp.Reasons) != fmt.Sprintf("%q", tt.reasons) {
-					t.Fatalf("%s round %d: pass = %v reasons = %q\nwant %v %q", tt.name, round, resp.Pass, resp.Reasons, tt.pass, tt.reasons)
-				}
-			}
-		}
-		resp, err := p.Filter(ctx, &wasm.SchedulingInput{Pod: []byte(podJSON)})
-		if err != nil || len(resp.Pass) != 0 {
-			t.Fatalf("empty batch: %+v, %v", resp, err)
-		}
-	})
 
 	t.Run("a changed node is judged anew", func(t *testing.T) {
 		// The Go example's test.
@@ -301,53 +269,6 @@ func TestRustNodeLabelFilter(t *testing.T) {
 			}
 		}
 	})
-}
-
-func TestRustLabelScore(t *testing.T) {
-	t.Parallel()
-	r := hostRuntime(t)
-	mod := wasmtest.Rust(t, "label-score")
-	if _, err := load(t, r, "label-score", mod, `{"label":""}`); !errors.Is(err, wasm.ErrConfigRejected) {
-		t.Fatalf("empty label: %v, want config-rejected", err)
-	}
-	p := mustLoad(t, r, "label-score", mod, `{"label":"example.com/priority"}`)
-	cache := wasm.NewNodeCache()
-	values := []string{"10", "", "abc", "250", "99", "0", "-5", "007"}
-	var nodes []*corev1.Node
-	for i, v := range values {
-		l := map[string]string{"other": "50"}
-		if v != "" {
-			l["example.com/priority"] = v
-		}
-		nodes = append(nodes, node(i, l))
-	}
-	// Twice, as the Go example's test: the second call names the nodes by key only.
-	for round := range 2 {
-		scores, err := p.Score(context.Background(), &wasm.SchedulingInput{Pod: []byte(podJSON), Nodes: docs(t, cache, nodes)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fmt.Sprint(scores) != "[10 0 0 100 99 0 0 7]" {
-			t.Fatalf("round %d: scores = %v", round, scores)
-		}
-	}
-	// A large batch in one call; it checks answers, not speed (see TestLabelScore).
-	p = mustLoad(t, r, "label-score", mod, `{"label":"example.com/priority"}`, wasm.Limits{Instances: 1, Timeout: 30 * time.Second})
-	cache, nodes = wasm.NewNodeCache(), nodes[:0]
-	for i := range 5000 {
-		nodes = append(nodes, node(i, map[string]string{"example.com/priority": strconv.Itoa(i % 128)}))
-	}
-	for range 2 {
-		scores, err := p.Score(context.Background(), &wasm.SchedulingInput{Pod: []byte(podJSON), Nodes: docs(t, cache, nodes)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, s := range scores {
-			if want := int64(min(i%128, 100)); s != want {
-				t.Fatalf("node %d: score %d, want %d", i, s, want)
-			}
-		}
-	}
 }
 
 // TestRustModuleSizes reports (go test -v) each Rust example's size, its size after
