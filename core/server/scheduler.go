@@ -124,7 +124,7 @@ func SchedulerPlugins(ctx context.Context, c SchedulerPluginsConfig) (run func()
 			return nil, fmt.Errorf("scheduler WASM cache: %w", err)
 		}
 	}
-	rt, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: c.CacheDir, Logger: log.With("component", "scheduler-wasm"), Registerer: c.Registerer})
+	rt, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: c.CacheDir, Logger: log.With("component", "scheduler-wasm"), Registerer: registererWith(c.Registerer, "scheduler")})
 	if err != nil {
 		return nil, fmt.Errorf("starting the scheduler's WASM runtime: %w", err)
 	}
@@ -138,4 +138,13 @@ func SchedulerPlugins(ctx context.Context, c SchedulerPluginsConfig) (run func()
 			log.Warn("closing the scheduler's WASM runtime", "err", err)
 		}
 	}, nil
+}
+
+// registererWith labels the WASM runtime's metrics with the component that owns the
+// runtime, so the API server's and the scheduler's can share one registry; nil stays nil.
+func registererWith(reg prometheus.Registerer, component string) prometheus.Registerer {
+	if reg == nil {
+		return nil
+	}
+	return prometheus.WrapRegistererWith(prometheus.Labels{"component": component}, reg)
 }

@@ -227,7 +227,11 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if err != nil {
 		return fail(err)
 	}
-	wasmRuntime, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: filepath.Join(cfg.DataDir, "wasm-cache"), Logger: log})
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The scheduler's runtime registers the same wasm metrics; the label tells them apart.
+	wasmRuntime, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: filepath.Join(cfg.DataDir, "wasm-cache"), Logger: log,
+		Registerer: registererWith(metrics, "apiserver")})
 	if err != nil {
 		return fail(fmt.Errorf("starting the WASM runtime: %w", err))
 	}
@@ -237,8 +241,6 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if err != nil {
 		return fail(err)
 	}
-	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The getters reach the server's storage, which exists only once the server is built.
 	var srv *apiserver.Server
 	chain, err := sec.authenticator(&cfg, lookupGetter{

@@ -66,7 +66,7 @@ func (s *instanceSet) newInstance(ctx context.Context) (_ *instance, err error) 
 	in := &instance{
 		set:  s,
 		name: p.label + "#" + strconv.FormatUint(r.seq.Add(1), 10),
-		mem:  &limitedMemory{max: p.limits.MemoryBytes},
+		mem:  newGuestMemory(p.limits.MemoryBytes),
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.limits.InitTimeout)
 	defer cancel()

@@ -1,6 +1,10 @@
 package wasm
 
-import "github.com/tetratelabs/wazero/experimental"
+import (
+	"runtime"
+
+	"github.com/tetratelabs/wazero/experimental"
+)
 
 // limitedMemory backs one instance's linear memory. It enforces the plugin's memory limit
 // itself (wazero's page limit is per runtime, plugins differ) and remembers a refused
@@ -9,6 +13,9 @@ type limitedMemory struct {
 	buf     []byte
 	max     uint64
 	refused bool
+	// mapped is the reserved mapping buf lives in (Linux), nil when buf is on the Go heap.
+	mapped  []byte
+	cleanup runtime.Cleanup
 }
 
 func (m *limitedMemory) Reallocate(size uint64) []byte {
@@ -29,7 +36,10 @@ func (m *limitedMemory) Reallocate(size uint64) []byte {
 	return nb
 }
 
-func (m *limitedMemory) Free() { m.buf = nil }
+func (m *limitedMemory) Free() {
+	m.buf = nil
+	m.unmap()
+}
 
 func (m *limitedMemory) size() int { return len(m.buf) }
 

@@ -191,6 +191,20 @@ func TestWasmAdmission(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	t.Run("calls are counted on /metrics", func(t *testing.T) {
+		raw, err := e.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const series = `wasmplane_wasm_calls_total{component="apiserver",hook="validate",plugin="tenant-a/require-team"} `
+		i := strings.Index(string(raw), series)
+		if i < 0 {
+			t.Fatalf("no %s series on /metrics", series)
+		}
+		if v, _, _ := strings.Cut(string(raw[i+len(series):]), "\n"); v == "0" {
+			t.Errorf("%s is 0 after three validated creates", series)
+		}
+	})
 	t.Run("tenant plugin does not act in another namespace", func(t *testing.T) {
 		if _, err := e.cs.CoreV1().Pods("tenant-b").Create(ctx, pod("no-team", nil, "hello:latest"), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("tenant-a's plugin ran in tenant-b: %v", err)

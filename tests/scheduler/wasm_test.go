@@ -161,6 +161,10 @@ func TestWasmHotSwapUnderLoad(t *testing.T) {
 			t.Errorf("no %s latency recorded for plugin wasm:swap/rank", point)
 		}
 	}
+	// The WASM host's own metrics are served too, labelled with the runtime's owner.
+	if n := schedulerCounter(t, e.client, "wasmplane_wasm_calls_total", map[string]string{"component": "scheduler", "hook": "score"}); n == 0 {
+		t.Error("no wasmplane_wasm_calls_total{component=\"scheduler\",hook=\"score\"} on /metrics")
+	}
 	byNode := podsByNode(t, e.client, ns)
 	if byNode[nodeName(0)] == 0 || byNode[nodeName(1)] == 0 {
 		t.Errorf("pods by node %v: want some on %s (before the swap) and some on %s (after)", byNode, nodeName(0), nodeName(1))
