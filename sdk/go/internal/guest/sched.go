@@ -217,7 +217,7 @@ func decodePod(b []byte) (*abi.Pod, error) {
 		return lastPod, nil
 	}
 	p := new(abi.Pod)
-	if err := json.Unmarshal(b, p); err != nil {
+	if err := DecodePod(b, p); err != nil {
 		lastPod = nil
 		return nil, fmt.Errorf("decode pod: %w", err)
 	}
