@@ -26,3 +26,16 @@ func TestFlagUsagesHaveNoBackquotes(t *testing.T) {
 	}
 	walk(newRoot())
 }
+
+// TestUpRejectsBadMemoryLimit: a --memory-limit that is not a positive quantity stops
+// `up` before anything starts.
+func TestUpRejectsBadMemoryLimit(t *testing.T) {
+	for _, v := range []string{"bogus", "0", "-1Gi"} {
+		cmd := newUp()
+		cmd.SetArgs([]string{"--memory-limit", v, "--data-dir", t.TempDir()})
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--memory-limit") {
+			t.Errorf("--memory-limit %s: got %v, want an error naming the flag", v, err)
+		}
+	}
+}

@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/wasmplane/wasmplane/core/apiserver"
 	"github.com/wasmplane/wasmplane/core/authn"
 	"github.com/wasmplane/wasmplane/core/server"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 func main() {
@@ -44,7 +46,7 @@ func newRoot() *cobra.Command {
 
 func newUp() *cobra.Command {
 	var cfg server.Config
-	var logLevel string
+	var logLevel, memoryLimit string
 	var disableKubelet bool
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -56,6 +58,15 @@ func newUp() *cobra.Command {
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			slog.SetDefault(cfg.Logger)
+			if memoryLimit != "" {
+				q, err := resource.ParseQuantity(memoryLimit)
+				if err != nil || q.Sign() <= 0 {
+					return fmt.Errorf("--memory-limit %q: want a positive quantity such as 1800Mi", memoryLimit)
+				}
+				// The Go runtime's soft limit (what GOMEMLIMIT sets): the collector runs
+				// more often as the heap nears it instead of letting the heap double.
+				debug.SetMemoryLimit(q.Value())
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			cfg.RunKubelet = !disableKubelet
@@ -98,6 +109,7 @@ func newUp() *cobra.Command {
 	f.BoolVar(&cfg.DisableControllers, "disable-controllers", false, "do not run the controllers (run wasmplane controller-manager instead)")
 	f.BoolVar(&cfg.DisableScheduler, "disable-scheduler", false, "do not run the scheduler (run wasmplane scheduler instead)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&memoryLimit, "memory-limit", "", "soft limit of the process's memory (e.g. 1800Mi): garbage is collected more often near it; the default lets the heap grow to twice what is live")
 	return cmd
 }
 

@@ -57,7 +57,7 @@ func (m matcher) matches(obj runtime.Object) bool {
 	return m.matchesAttrs(l, f)
 }
 
-func (m matcher) matchesAttrs(l labels.Set, f fields.Set) bool {
+func (m matcher) matchesAttrs(l labels.Set, f fields.Fields) bool {
 	if m.pred.Label != nil && !m.pred.Label.Empty() && !m.pred.Label.Matches(l) {
 		return false
 	}
@@ -65,4 +65,49 @@ func (m matcher) matchesAttrs(l labels.Set, f fields.Set) bool {
 		return false
 	}
 	return true
+}
+
+// compactFields holds the field attributes the watch cache keeps for every object: the
+// non-empty values of a fields.Set as key/value pairs. A fields.Set of a pod's
+// twelve fields is a map of ≈ 600 bytes, 85 MB at 150,000 pods; the pairs take a third
+// of that. Field selectors compare Get(field) with a value, and Get returns "" for an
+// omitted empty value as it does for a missing key, so matching is unchanged.
+type compactFields []string
+
+// newCompactFields returns the compact form of f.
+func newCompactFields(f fields.Set) compactFields {
+	n := 0
+	for _, v := range f {
+		if v != "" {
+			n++
+		}
+	}
+	out := make(compactFields, 0, 2*n)
+	for k, v := range f {
+		if v != "" {
+			out = append(out, k, v)
+		}
+	}
+	return out
+}
+
+// Has implements fields.Fields: whether field has a non-empty value.
+func (c compactFields) Has(field string) bool {
+	_, ok := c.lookup(field)
+	return ok
+}
+
+// Get implements fields.Fields.
+func (c compactFields) Get(field string) string {
+	v, _ := c.lookup(field)
+	return v
+}
+
+func (c compactFields) lookup(field string) (string, bool) {
+	for i := 0; i < len(c); i += 2 {
+		if c[i] == field {
+			return c[i+1], true
+		}
+	}
+	return "", false
 }

@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -70,7 +69,7 @@ type cacheItem struct {
 	key    string
 	obj    *CachingObject
 	labels labels.Set
-	fields fields.Set
+	fields compactFields
 }
 
 // cacheEvent is one change, shared by every watcher it is dispatched to.
@@ -329,7 +328,7 @@ func (c *Cacher) newItem(key string, data []byte, rev int64) (*cacheItem, error)
 	if err != nil {
 		return nil, fmt.Errorf("storage: attrs of %s: %w", key, err)
 	}
-	return &cacheItem{key: key, obj: NewCachingObject(obj), labels: l, fields: f}, nil
+	return &cacheItem{key: key, obj: NewCachingObject(obj), labels: l, fields: newCompactFields(f)}, nil
 }
 
 func (c *Cacher) setUnready() {

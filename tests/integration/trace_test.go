@@ -35,9 +35,12 @@ func TestPodTrace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	node("trace-big", "8")
+	// The only fitting node comes last: the scheduler's node informer sees nodes in the
+	// order they were created, so whenever it places the pod it knows all three (created
+	// first, the big node could be the only one it knew yet — seen under load).
 	node("trace-small", "100m")
 	node("trace-tainted", "8", corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule})
+	node("trace-big", "8")
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "traced"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "hello:1",
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {

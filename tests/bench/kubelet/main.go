@@ -2,7 +2,9 @@
 // fixed rate against a node run by `wasmplane agent` (a separate process, so that its RSS
 // is the kubelet's alone) on the built-in WASI runtime, and the time from each create to
 // the pod being Running and Ready (seen by a watch) is reported as p50/p99, with the
-// kubelet's RSS once 110 pods run and at the end.
+// kubelet's RSS once 110 pods run and at the end. By default the runtime runs as its own
+// process too (`wasmplane runtime`), so that its RSS and CPU are reported apart from the
+// kubelet's and the API server's; -runtime-process=false serves CRI from this process.
 //
 //	go run ./tests/bench/kubelet -pods 200 -rate 20
 package main
@@ -15,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,6 +32,7 @@ import (
 
 	"github.com/wasmplane/wasmplane/core/server"
 	"github.com/wasmplane/wasmplane/examples/workloads"
+	"github.com/wasmplane/wasmplane/runtime/cri/images"
 	"github.com/wasmplane/wasmplane/runtime/cri/wasi"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,7 +49,8 @@ func main() {
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	warmup := flag.Bool("warmup", true, "start (and delete) one untimed pod first, so the module is compiled")
 	agentBin := flag.String("agent", "wasmplane", "the node agent binary: wasmplane (run as `wasmplane agent`) or wasmplane-agent (the agent-only binary)")
-	profileDir := flag.String("profile", "", "write CPU profiles of the timed phase (agent.pprof: the kubelet; bench.pprof: API server and runtime) and the kubelet's heap at the end (agent-heap.pprof) into this directory")
+	profileDir := flag.String("profile", "", "write CPU profiles of the timed phase (agent.pprof: the kubelet; bench.pprof: this process, the API server and, with -runtime-process=false, the runtime) and the kubelet's heap at the end (agent-heap.pprof) into this directory")
+	runtimeProcess := flag.Bool("runtime-process", true, "run the built-in WASI runtime as its own process (`wasmplane runtime`), so its RSS and CPU are measured apart; false serves CRI from this process, next to the API server")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -53,13 +58,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "error: -agent is wasmplane or wasmplane-agent")
 		os.Exit(2)
 	}
-	if err := run(ctx, *pods, *rate, *warmup, *agentBin, *profileDir); err != nil {
+	if err := run(ctx, *pods, *rate, *warmup, *agentBin, *profileDir, *runtimeProcess); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, numPods, rate int, warmup bool, agentBin, profileDir string) error {
+func run(ctx context.Context, numPods, rate int, warmup bool, agentBin, profileDir string, runtimeProcess bool) error {
 	dir, err := os.MkdirTemp("", "wasmplane-kubelet-bench-")
 	if err != nil {
 		return fmt.Errorf("temp dir: %w", err)
@@ -80,13 +85,32 @@ func run(ctx context.Context, numPods, rate int, warmup bool, agentBin, profileD
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/wasmplane/wasmplane/cmd/"+agentBin).CombinedOutput(); err != nil {
 		return fmt.Errorf("building %s: %w\n%s", agentBin, err, out)
 	}
-	rt, err := wasi.Serve(ctx, wasi.Config{Socket: filepath.Join(dir, "cri.sock"), RootDir: filepath.Join(dir, "runtime"), Logger: quiet})
-	if err != nil {
-		return fmt.Errorf("starting the runtime: %w", err)
-	}
-	defer rt.Close()
-	if _, err := rt.Images().ImportFile(ctx, mods["sleeper"], "sleeper:latest"); err != nil {
-		return fmt.Errorf("importing sleeper: %w", err)
+	// rtPid is the runtime process's, 0 when the runtime runs in this process.
+	endpoint, rtPid := "", 0
+	if runtimeProcess {
+		wasmplaneBin := bin
+		if agentBin != "wasmplane" {
+			wasmplaneBin = filepath.Join(dir, "wasmplane")
+			if out, err := exec.CommandContext(ctx, "go", "build", "-o", wasmplaneBin, "github.com/wasmplane/wasmplane/cmd/wasmplane").CombinedOutput(); err != nil {
+				return fmt.Errorf("building wasmplane: %w\n%s", err, out)
+			}
+		}
+		rt, err := startRuntime(ctx, wasmplaneBin, dir, mods["sleeper"])
+		if err != nil {
+			return err
+		}
+		defer rt.stop()
+		endpoint, rtPid = rt.endpoint, rt.cmd.Process.Pid
+	} else {
+		rt, err := wasi.Serve(ctx, wasi.Config{Socket: filepath.Join(dir, "cri.sock"), RootDir: filepath.Join(dir, "runtime"), Logger: quiet})
+		if err != nil {
+			return fmt.Errorf("starting the runtime: %w", err)
+		}
+		defer rt.Close()
+		if _, err := rt.Images().ImportFile(ctx, mods["sleeper"], "sleeper:latest"); err != nil {
+			return fmt.Errorf("importing sleeper: %w", err)
+		}
+		endpoint = rt.Endpoint()
 	}
 	agentCtx, stopAgent := context.WithCancel(ctx)
 	args := []string{"--kubeconfig"}
@@ -94,7 +118,7 @@ func run(ctx context.Context, numPods, rate int, warmup bool, agentBin, profileD
 		args = append([]string{"agent"}, args...)
 	}
 	agent := exec.CommandContext(agentCtx, bin, append(args, inst.KubeconfigPath(), "--node-name", nodeName,
-		"--container-runtime-endpoint", rt.Endpoint(), "--root-dir", filepath.Join(dir, "agent"), "--kubelet-port", "-1",
+		"--container-runtime-endpoint", endpoint, "--root-dir", filepath.Join(dir, "agent"), "--kubelet-port", "-1",
 		"--max-pods", strconv.Itoa(numPods+10), "--log-level", "warn")...)
 	agent.Stderr = os.Stderr
 	agent.Cancel = func() error { return agent.Process.Signal(os.Interrupt) }
@@ -117,6 +141,9 @@ func run(ctx context.Context, numPods, rate int, warmup bool, agentBin, profileD
 		return err
 	}
 	fmt.Printf("node ready; kubelet RSS idle: %s\n", rss(agent.Process.Pid))
+	if rtPid != 0 {
+		fmt.Printf("runtime RSS idle: %s\n", rss(rtPid))
+	}
 	if warmup {
 		// One pod first, so that the runtime's one-time module compilation is not timed.
 		if err := warm(ctx, cs); err != nil {
@@ -131,7 +158,7 @@ func run(ctx context.Context, numPods, rate int, warmup bool, agentBin, profileD
 	var mu sync.Mutex
 	created := map[string]time.Time{}
 	latencies := make([]time.Duration, 0, numPods)
-	rss110 := ""
+	rss110, rtRSS110 := "", ""
 	done := make(chan error, 1)
 	go func() {
 		seen := map[string]bool{}
@@ -157,6 +184,9 @@ func run(ctx context.Context, numPods, rate int, warmup bool, agentBin, profileD
 			mu.Unlock()
 			if n == 110 {
 				rss110 = rss(agent.Process.Pid)
+				if rtPid != 0 {
+					rtRSS110 = rss(rtPid)
+				}
 			}
 			if n == numPods {
 				done <- nil
@@ -174,10 +204,17 @@ func run(ctx context.Context, numPods, rate int, warmup bool, agentBin, profileD
 		if stopProfiles, err = startProfiles(ctx, profileDir, port, time.Duration(numPods/rate+5)*time.Second); err != nil {
 			return err
 		}
+		if rtPid != 0 {
+			// The runtime process serves no pprof endpoint: only the CLI's flags reach it.
+			fmt.Println("-profile: bench.pprof covers the API server only; the runtime runs as its own process and is not profiled (use -runtime-process=false to profile it)")
+		}
 	}
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
-	benchCPU0, agentCPU0 := selfCPU(), procCPU(agent.Process.Pid)
+	benchCPU0, agentCPU0, rtCPU0 := selfCPU(), procCPU(agent.Process.Pid), time.Duration(0)
+	if rtPid != 0 {
+		rtCPU0 = procCPU(rtPid)
+	}
 	start := time.Now()
 	for i := range numPods {
 		<-tick.C
@@ -203,7 +240,10 @@ func run(ctx context.Context, numPods, rate int, warmup bool, agentBin, profileD
 		return fmt.Errorf("only %d of %d pods running: %w", n, numPods, ctx.Err())
 	}
 	total := time.Since(start)
-	benchCPU, agentCPU := selfCPU()-benchCPU0, procCPU(agent.Process.Pid)-agentCPU0
+	benchCPU, agentCPU, rtCPU := selfCPU()-benchCPU0, procCPU(agent.Process.Pid)-agentCPU0, time.Duration(0)
+	if rtPid != 0 {
+		rtCPU = procCPU(rtPid) - rtCPU0
+	}
 	if stopProfiles != nil {
 		if err := stopProfiles(); err != nil {
 			return err
@@ -216,14 +256,90 @@ func run(ctx context.Context, numPods, rate int, warmup bool, agentBin, profileD
 		pct(0.5).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
 	// CPU time is steadier than latency on a shared machine: it is the work done, whatever
 	// else ran.
-	fmt.Printf("CPU time while starting them: kubelet %s (%s/pod); API server and runtime %s (%s/pod)\n",
-		agentCPU.Round(time.Millisecond), (agentCPU / time.Duration(numPods)).Round(10*time.Microsecond),
-		benchCPU.Round(time.Millisecond), (benchCPU / time.Duration(numPods)).Round(10*time.Microsecond))
+	perPod := func(d time.Duration) string {
+		return fmt.Sprintf("%s (%s/pod)", d.Round(time.Millisecond), (d / time.Duration(numPods)).Round(10*time.Microsecond))
+	}
+	if rtPid != 0 {
+		// This process's CPU is the API server's (and the benchmark's own client and watch).
+		fmt.Printf("CPU time while starting them: kubelet %s; runtime %s; API server %s\n",
+			perPod(agentCPU), perPod(rtCPU), perPod(benchCPU))
+	} else {
+		fmt.Printf("CPU time while starting them: kubelet %s; API server and runtime %s\n", perPod(agentCPU), perPod(benchCPU))
+	}
 	if rss110 != "" {
 		fmt.Printf("kubelet RSS with 110 pods: %s\n", rss110)
 	}
 	fmt.Printf("kubelet RSS with %d pods: %s\n", numPods, rss(agent.Process.Pid))
+	if rtPid != 0 {
+		if rtRSS110 != "" {
+			fmt.Printf("runtime RSS with 110 pods: %s\n", rtRSS110)
+		}
+		fmt.Printf("runtime RSS with %d pods: %s\n", numPods, rss(rtPid))
+	}
 	return nil
+}
+
+// runtimeProc is the built-in runtime run as `wasmplane runtime`.
+type runtimeProc struct {
+	cmd      *exec.Cmd
+	endpoint string
+	cancel   context.CancelFunc
+	exited   chan struct{} // closed once cmd.Wait returned
+}
+
+// stop interrupts the runtime, as Ctrl-C would, and waits for it to exit.
+func (r *runtimeProc) stop() {
+	r.cancel()
+	<-r.exited
+}
+
+// startRuntime imports the module into the store under dir/runtime before the runtime
+// starts (so it is there on its first request) and starts `wasmplane runtime` on
+// dir/cri.sock, returning once the socket accepts connections.
+func startRuntime(ctx context.Context, bin, dir, module string) (*runtimeProc, error) {
+	root := filepath.Join(dir, "runtime")
+	store, err := images.Open(filepath.Join(root, "images"))
+	if err != nil {
+		return nil, fmt.Errorf("opening the runtime's image store: %w", err)
+	}
+	if _, err := store.ImportFile(ctx, module, "sleeper:latest"); err != nil {
+		return nil, fmt.Errorf("importing sleeper: %w", err)
+	}
+	sock := filepath.Join(dir, "cri.sock")
+	rctx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(rctx, bin, "runtime", "--listen", "unix://"+sock, "--root", root, "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 30 * time.Second
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, fmt.Errorf("starting the runtime: %w", err)
+	}
+	r := &runtimeProc{cmd: cmd, endpoint: "unix://" + sock, cancel: cancel, exited: make(chan struct{})}
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(r.exited) }()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			return r, nil
+		}
+		select {
+		case <-r.exited:
+			cancel()
+			return nil, fmt.Errorf("the runtime exited before serving: %w", waitErr)
+		case <-deadline.C:
+			r.stop()
+			return nil, fmt.Errorf("the runtime's socket %s accepted no connection within 30s", sock)
+		case <-ctx.Done():
+			r.stop()
+			return nil, fmt.Errorf("waiting for the runtime's socket: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 func warm(ctx context.Context, cs kubernetes.Interface) error {
@@ -309,9 +425,9 @@ func kubeletPort(ctx context.Context, cs kubernetes.Interface) (int, error) {
 	return int(n.Status.DaemonEndpoints.KubeletEndpoint.Port), nil
 }
 
-// startProfiles profiles this process (API server and runtime) and, through the kubelet's
-// /debug/pprof, the agent for at most d; stop ends this process's profile, waits for the
-// agent's and fetches the agent's heap profile.
+// startProfiles profiles this process (the API server, and the runtime when it runs
+// in-process) and, through the kubelet's /debug/pprof, the agent for at most d; stop ends
+// this process's profile, waits for the agent's and fetches the agent's heap profile.
 func startProfiles(ctx context.Context, dir string, port int, d time.Duration) (stop func() error, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("profile dir: %w", err)
