@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
@@ -264,8 +265,10 @@ func decodePackedScores(b []byte, nodes int, dst []int64) ([]int64, error) {
 	if len(p) != 8*nodes {
 		return nil, fmt.Errorf("packed score answer has %d bytes of scores for %d nodes", len(p), nodes)
 	}
-	for i := 0; i < nodes; i++ {
-		dst = append(dst, int64(binary.LittleEndian.Uint64(p[8*i:])))
+	start := len(dst)
+	dst = slices.Grow(dst, nodes)[:start+nodes]
+	for i := range dst[start:] {
+		dst[start+i] = int64(binary.LittleEndian.Uint64(p[8*i:]))
 	}
 	return dst, nil
 }

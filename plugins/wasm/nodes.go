@@ -23,6 +23,7 @@ type NodeDocument struct {
 	ResourceVersion string
 
 	key     uint64 // node-table key of the compact form; key+1 names the full form
+	idx     int    // the node's dense index in its NodeCache, kept across its documents
 	compact []byte
 	node    *corev1.Node
 	fullMu  sync.Once
@@ -50,6 +51,11 @@ type NodeCache struct {
 	mu   sync.Mutex
 	docs map[types.UID]*NodeDocument
 	next atomic.Uint64
+	// Dense node indexes: an instance's packed table is an array by index, not a map by
+	// key (a map lookup per node was a sixth of a 5,000-node score call). A deleted
+	// node's index is reused.
+	nextIdx  int
+	freeIdxs []int
 }
 
 // NewNodeCache returns an empty cache.
@@ -69,9 +75,18 @@ func (c *NodeCache) Document(n *corev1.Node) (*NodeDocument, error) {
 	}
 	d = &NodeDocument{UID: n.UID, Name: n.Name, ResourceVersion: n.ResourceVersion, compact: compact, node: n, key: c.next.Add(2)}
 	c.mu.Lock()
-	if old := c.docs[n.UID]; old == nil || old.ResourceVersion != n.ResourceVersion {
+	switch old := c.docs[n.UID]; {
+	case old == nil:
+		if k := len(c.freeIdxs); k > 0 {
+			d.idx, c.freeIdxs = c.freeIdxs[k-1], c.freeIdxs[:k-1]
+		} else {
+			d.idx, c.nextIdx = c.nextIdx, c.nextIdx+1
+		}
 		c.docs[n.UID] = d
-	} else {
+	case old.ResourceVersion != n.ResourceVersion:
+		d.idx = old.idx
+		c.docs[n.UID] = d
+	default:
 		d = old
 	}
 	c.mu.Unlock()
@@ -81,7 +96,10 @@ func (c *NodeCache) Document(n *corev1.Node) (*NodeDocument, error) {
 // Forget drops a deleted node's document.
 func (c *NodeCache) Forget(uid types.UID) {
 	c.mu.Lock()
-	delete(c.docs, uid)
+	if d, ok := c.docs[uid]; ok {
+		delete(c.docs, uid)
+		c.freeIdxs = append(c.freeIdxs, d.idx)
+	}
 	c.mu.Unlock()
 }
 
@@ -138,23 +156,27 @@ type nodeTable struct {
 	scratchIdx []int
 
 	packed bool
-	// slotOf maps a document key to its slot; free lists released slots below next.
-	slotOf map[uint64]uint32
-	free   []uint32
-	next   uint32
-	// pending slot changes: the slots of define, how many of free this request takes,
-	// and next after it.
-	defSlot  []uint32
-	freeUsed int
-	nextAft  uint32
+	// held is, by node index (NodeDocument.idx), the document the guest holds for the node
+	// and its slot; next is the number of slots handed out.
+	held []heldDoc
+	next uint32
+	// pending slot changes: the node indexes and slots of define, and next after it.
+	defIdx  []int
+	defSlot []uint32
+	nextAft uint32
+}
+
+// heldDoc is the document an instance holds for one node, in a packed table.
+type heldDoc struct {
+	key  uint64 // 0: none (keys start at 2)
+	slot uint32
 }
 
 func newNodeTable(packed bool) *nodeTable {
-	t := &nodeTable{keys: map[uint64]struct{}{}, byUID: map[types.UID]uint64{}, packed: packed}
 	if packed {
-		t.slotOf = map[uint64]uint32{}
+		return &nodeTable{packed: true}
 	}
-	return t
+	return &nodeTable{keys: map[uint64]struct{}{}, byUID: map[types.UID]uint64{}}
 }
 
 func (t *nodeTable) commit() {
@@ -177,19 +199,17 @@ func (t *nodeTable) commit() {
 
 func (t *nodeTable) commitPacked() {
 	if t.reset {
-		clear(t.slotOf)
-		clear(t.byUID)
-		t.free = t.free[:0]
+		clear(t.held)
 	}
-	// A forgotten document's slot went to the node's new document (buildPacked).
-	for _, k := range t.forget {
-		delete(t.slotOf, k)
-	}
-	t.free = t.free[:len(t.free)-t.freeUsed]
+	// A forgotten document's slot went to the node's new document (buildPacked), so
+	// defining the new one replaces it.
 	t.next = t.nextAft
 	for i, k := range t.define {
-		t.slotOf[k] = t.defSlot[i]
-		t.byUID[t.defUID[i]] = k
+		idx := t.defIdx[i]
+		if idx >= len(t.held) {
+			t.held = append(t.held, make([]heldDoc, idx+1-len(t.held))...)
+		}
+		t.held[idx] = heldDoc{key: k, slot: t.defSlot[i]}
 	}
 }
 
@@ -341,19 +361,11 @@ func appendRequested(b []byte, flags abi.ConfigureResponse, si *SchedulingInput)
 // "nodes". Slots are planned here and recorded by commit once the call succeeds.
 func buildPacked(in *instance, si *SchedulingInput) ([]byte, error) {
 	flags, t := in.set.flags, in.table
-	t.forget, t.define, t.defUID, t.defSlot = t.forget[:0], t.define[:0], t.defUID[:0], t.defSlot[:0]
+	t.forget, t.define, t.defIdx, t.defSlot = t.forget[:0], t.define[:0], t.defIdx[:0], t.defSlot[:0]
 	t.reset = t.size() > tableBound(si)
-	t.freeUsed, t.nextAft = 0, t.next
+	t.nextAft = t.next
 	if t.reset {
 		t.nextAft = 0
-	}
-	alloc := func() uint32 {
-		if !t.reset && t.freeUsed < len(t.free) {
-			t.freeUsed++
-			return t.free[len(t.free)-t.freeUsed]
-		}
-		t.nextAft++
-		return t.nextAft - 1
 	}
 	n := len(si.Nodes)
 	b := append(in.reqBuf[:0], abi.PackedMagic...)
@@ -362,31 +374,33 @@ func buildPacked(in *instance, si *SchedulingInput) ([]byte, error) {
 	b = slices.Grow(b, 4*n)[:slots+4*n]
 	// Documents to define, by index into si.Nodes; written after the slot array.
 	defs := t.scratchIdx[:0]
+	held := t.held
+	if t.reset {
+		held = nil
+	}
 	for i, d := range si.Nodes {
 		k := d.key
 		if flags.FullNodes {
 			k++ // the full form's key
 		}
-		slot, ok := uint32(0), false
-		if !t.reset {
-			slot, ok = t.slotOf[k]
+		var slot uint32
+		switch {
+		case d.idx < len(held) && held[d.idx].key == k:
+			slot = held[d.idx].slot
+			binary.LittleEndian.PutUint32(b[slots+4*i:], slot)
+			continue
+		case d.idx < len(held) && held[d.idx].key != 0:
+			// The node changed: its new document takes the old one's slot.
+			slot = held[d.idx].slot
+			t.forget = append(t.forget, uint64(slot))
+		default:
+			slot = t.nextAft
+			t.nextAft++
 		}
-		if !ok {
-			if old, had := t.byUID[d.UID]; !t.reset && had && old != k {
-				// The node changed: its new document takes the old one's slot.
-				if s, held := t.slotOf[old]; held {
-					slot, ok = s, true
-					t.forget = append(t.forget, old)
-				}
-			}
-			if !ok {
-				slot = alloc()
-			}
-			t.define = append(t.define, k)
-			t.defUID = append(t.defUID, d.UID)
-			t.defSlot = append(t.defSlot, slot)
-			defs = append(defs, i)
-		}
+		t.define = append(t.define, k)
+		t.defIdx = append(t.defIdx, d.idx)
+		t.defSlot = append(t.defSlot, slot)
+		defs = append(defs, i)
 		binary.LittleEndian.PutUint32(b[slots+4*i:], slot)
 	}
 	t.scratchIdx = defs
@@ -397,11 +411,11 @@ func buildPacked(in *instance, si *SchedulingInput) ([]byte, error) {
 	}
 	if len(t.forget) > 0 {
 		b = append(b, `,"forget":[`...)
-		for i, k := range t.forget {
+		for i, slot := range t.forget { // in a packed table, forget lists slots
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = strconv.AppendUint(b, uint64(t.slotOf[k]), 10)
+			b = strconv.AppendUint(b, slot, 10)
 		}
 		b = append(b, ']')
 	}

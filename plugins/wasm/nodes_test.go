@@ -98,8 +98,14 @@ func TestPackedSlots(t *testing.T) {
 	in.table.next = 2000
 	want(call(true, d, a), packedRequest{slots: []uint32{0, 1}, reset: true, define: []uint32{0, 1}})
 	want(call(true, a, d, c), packedRequest{slots: []uint32{1, 0, 2}, define: []uint32{2}})
-	if in.table.next != 3 || len(in.table.slotOf) != 3 {
-		t.Fatalf("table after reset: next %d, %d documents", in.table.next, len(in.table.slotOf))
+	held := 0
+	for _, h := range in.table.held {
+		if h.key != 0 {
+			held++
+		}
+	}
+	if in.table.next != 3 || held != 3 {
+		t.Fatalf("table after reset: next %d, %d documents", in.table.next, held)
 	}
 }
 
@@ -137,5 +143,38 @@ func TestDecodePackedAnswers(t *testing.T) {
 	var g guestError
 	if _, err := decodeScores([]byte(`{"error":"boom"}`), 3, nil); !errors.As(err, &g) {
 		t.Fatalf("error envelope: %v", err)
+	}
+}
+
+// TestNodeCacheIndexes: each node has a dense index that its later documents keep and
+// that a deleted node gives back, so an instance's packed table can be an array.
+func TestNodeCacheIndexes(t *testing.T) {
+	cache := NewNodeCache()
+	doc := func(name, rv string) *NodeDocument {
+		t.Helper()
+		d, err := cache.Document(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), ResourceVersion: rv}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	steps := []struct {
+		name, rv string
+		forget   string // node to delete before this step
+		want     int
+	}{
+		{name: "a", rv: "1", want: 0},
+		{name: "b", rv: "1", want: 1},
+		{name: "a", rv: "2", want: 0}, // a changed: new document, same index
+		{name: "c", rv: "1", forget: "b", want: 1},
+		{name: "d", rv: "1", want: 2},
+	}
+	for _, s := range steps {
+		if s.forget != "" {
+			cache.Forget(types.UID(s.forget))
+		}
+		if got := doc(s.name, s.rv).idx; got != s.want {
+			t.Errorf("%s@%s: index %d, want %d", s.name, s.rv, got, s.want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ package score
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
 	"github.com/wasmplane/wasmplane/sdk/go/internal/guest"
@@ -68,10 +69,15 @@ func RegisterPrepared[T any](prepare func(node *abi.Node) T, fn func(pod *abi.Po
 	register(func(s *guest.Scheduling, dst []byte) ([]byte, error) {
 		pod, nodes := s.Req.Pod, s.Req.Nodes
 		if s.Packed {
-			// One pass: score each node and write its score straight into the answer.
+			// One pass: score each node and write its score straight into the answer,
+			// sized once (an append per node costs a capacity check and a length update
+			// per node in a WebAssembly guest).
 			dst = guest.PackedHeader(dst, len(nodes))
+			h := len(dst)
+			dst = slices.Grow(dst, 8*len(nodes))[:h+8*len(nodes)]
+			out := dst[h:]
 			for i, n := range nodes {
-				dst = binary.LittleEndian.AppendUint64(dst, uint64(fn(pod, n, cache.Get(s, i))))
+				binary.LittleEndian.PutUint64(out[8*i:], uint64(fn(pod, n, cache.Get(s, i))))
 			}
 			return dst, nil
 		}
