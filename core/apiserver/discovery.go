@@ -13,16 +13,20 @@ import (
 // group version's own document is a route of its service (see addVersionDiscovery),
 // because go-restful routes a path to the service with the longest matching root.
 func (s *Server) discoveryServices() []*restful.WebService {
-	api := newService("/api")
-	api.Route(api.GET("/").To(func(req *restful.Request, resp *restful.Response) {
+	legacyAPI := func(req *restful.Request, resp *restful.Response) {
 		s.codecs.WriteNegotiated(resp.ResponseWriter, req.Request, http.StatusOK, &metav1.APIVersions{
 			Versions:                   []string{"v1"},
 			ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: req.Request.Host}},
 		})
-	}))
+	}
 	list := s.groupList()
+	// Clients of k8s.io v0.26+ ask /api and /apis for aggregated discovery first (see
+	// aggregated.go); the legacy documents stay for everyone else.
+	apiRoute, apisRoute := s.aggregatedRoutes(list, legacyAPI, s.serveStatic(list))
+	api := newService("/api")
+	api.Route(api.GET("/").To(apiRoute))
 	apis := newService("/apis")
-	apis.Route(apis.GET("/").To(s.serveStatic(list)))
+	apis.Route(apis.GET("/").To(apisRoute))
 	out := []*restful.WebService{api, apis}
 	for i := range list.Groups {
 		g := newService("/apis/" + list.Groups[i].Name)
