@@ -299,6 +299,7 @@ func newPluginApply() *cobra.Command {
 	f.StringVar(&config, "config", "", "JSON config file passed to the plugin's configure hook")
 	f.StringArrayVar(&s.Rules, "rules", nil, "admission rule resources:OPERATIONS, e.g. pods:CREATE,UPDATE (repeatable)")
 	f.StringVar(&s.FailurePolicy, "failure-policy", "", "Fail or Ignore (default: the server's, Fail)")
+	f.StringVar(&s.ReinvocationPolicy, "reinvocation-policy", "", "IfNeeded or Never: run the mutate hook again when a later plugin changed the object (default: the server's, IfNeeded)")
 	f.StringVar(&s.Initializer, "initializer", "", "initializer name the initialize hook serves")
 	f.StringSliceVar(&s.Profiles, "profiles", nil, "scheduler profiles for filter/score (default default-scheduler)")
 	f.Int32Var(&s.Weight, "weight", 0, "score weight (default 1)")

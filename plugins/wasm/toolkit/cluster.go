@@ -200,6 +200,8 @@ type SpecOptions struct {
 	Config json.RawMessage
 	// FailurePolicy is "Fail", "Ignore" or "" (the server's default).
 	FailurePolicy string
+	// ReinvocationPolicy is "IfNeeded", "Never" or "" (the server's default, IfNeeded).
+	ReinvocationPolicy string
 	// Initializer is the initializer name an initialize hook serves.
 	Initializer string
 	// Profiles are the scheduler profiles filter/score join.
@@ -240,6 +242,13 @@ func BuildSpec(o SpecOptions) (wasmv1.WasmPluginSpec, error) {
 			return spec, fmt.Errorf("failure policy %q: want Fail or Ignore", o.FailurePolicy)
 		}
 		spec.FailurePolicy = &fp
+	}
+	if o.ReinvocationPolicy != "" {
+		rp := wasmv1.ReinvocationPolicy(o.ReinvocationPolicy)
+		if rp != wasmv1.IfNeeded && rp != wasmv1.Never {
+			return spec, fmt.Errorf("reinvocation policy %q: want IfNeeded or Never", o.ReinvocationPolicy)
+		}
+		spec.ReinvocationPolicy = rp
 	}
 	spec.Initializer = o.Initializer
 	if len(o.Profiles) > 0 || o.Weight != 0 {

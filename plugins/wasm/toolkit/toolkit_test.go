@@ -327,7 +327,7 @@ func TestParseRule(t *testing.T) {
 func TestBuildSpec(t *testing.T) {
 	hex := strings.Repeat("ab", 32)
 	spec, err := BuildSpec(SpecOptions{Digest: "sha256:" + hex, Hooks: []string{"validate,mutate"}, Rules: []string{"pods:CREATE"},
-		Config: json.RawMessage(`{"label":"team"}`), FailurePolicy: "Ignore", Profiles: []string{"p"}, Weight: 2})
+		Config: json.RawMessage(`{"label":"team"}`), FailurePolicy: "Ignore", ReinvocationPolicy: "Never", Profiles: []string{"p"}, Weight: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func TestBuildSpec(t *testing.T) {
 		t.Errorf("digest pins = %q, %q", spec.Module.Digest, spec.SHA256)
 	}
 	if !slices.Equal(spec.Hooks, []wasmv1.Hook{"validate", "mutate"}) || len(spec.Rules) != 1 || string(spec.Config.Raw) != `{"label":"team"}` ||
-		*spec.FailurePolicy != wasmv1.Ignore || spec.Scheduler.Weight != 2 || !slices.Equal(spec.Scheduler.Profiles, []string{"p"}) {
+		*spec.FailurePolicy != wasmv1.Ignore || spec.ReinvocationPolicy != wasmv1.Never || spec.Scheduler.Weight != 2 || !slices.Equal(spec.Scheduler.Profiles, []string{"p"}) {
 		t.Errorf("spec = %+v", spec)
 	}
 	for _, bad := range []SpecOptions{
@@ -343,6 +343,7 @@ func TestBuildSpec(t *testing.T) {
 		{Digest: "sha256:" + strings.Repeat("AB", 32), Hooks: []string{"validate"}},
 		{Digest: hex, Hooks: nil},
 		{Digest: hex, Hooks: []string{"validate"}, FailurePolicy: "Sometimes"},
+		{Digest: hex, Hooks: []string{"mutate"}, ReinvocationPolicy: "Always"},
 		{Digest: hex, Hooks: []string{"score"}, Weight: -1},
 		{Digest: hex, Hooks: []string{"validate"}, Rules: []string{"pods:NOPE"}},
 	} {
