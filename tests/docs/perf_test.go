@@ -61,11 +61,12 @@ func perfCommands(md string) []string {
 // program with the same flags, so a renamed benchmark, flag or package fails; the figures
 // it prints mean nothing.
 var smallValues = map[string]string{
-	"-benchtime": "1x",
-	"-nodes":     "20",
-	"-pods":      "10",
-	"-rate":      "20",
-	"-run":       "'^$'", // `-run XXX` in the docs: no tests, only the benchmarks
+	"-benchtime":  "1x",
+	"-nodes":      "20",
+	"-pods":       "10",
+	"-rate":       "20",
+	"-scale-pods": "20",
+	"-run":        "'^$'", // `-run XXX` in the docs: no tests, only the benchmarks
 }
 
 // boundingFlags are added to a program's command because the documented form runs at the
