@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/scheduler/framework"
@@ -288,35 +286,11 @@ func (s *Scheduler) findNodesThatPassFilters(ctx context.Context, fw *framework.
 		s.nextStartNodeIndex = (start + toFind) % num
 		return feasible, nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	statuses := make([]*framework.Status, num)
-	var found atomic.Int32
-	var errOnce sync.Once
-	var firstErr error
-	fw.Parallelizer().Until(ctx, num, func(i int) {
-		ni := nodes[(start+i)%num]
-		st := ps.RunFilterPlugins(ctx, state, pod, ni)
-		switch {
-		case st.IsSuccess():
-			n := found.Add(1)
-			if int(n) > toFind {
-				cancel()
-				found.Add(-1)
-				return
-			}
-			feasible[n-1] = ni
-		case st.Code() == framework.Error:
-			errOnce.Do(func() { firstErr = st.Err() })
-			cancel()
-		default:
-			statuses[i] = st
-		}
-	})
-	if firstErr != nil {
-		return nil, firstErr
+	feasible, statuses, err := ps.FindFeasible(ctx, state, pod, nodes, start, toFind)
+	if err != nil {
+		return nil, err
 	}
-	processed := int(found.Load())
+	processed := len(feasible)
 	for i, st := range statuses {
 		if st == nil {
 			continue
@@ -326,7 +300,7 @@ func (s *Scheduler) findNodesThatPassFilters(ctx context.Context, fw *framework.
 		diag.UnschedulablePlugins.Insert(st.Plugin())
 	}
 	s.nextStartNodeIndex = (start + processed) % num
-	return feasible[:found.Load()], nil
+	return feasible, nil
 }
 
 // handleFailure records the attempt, puts the pod back in the queue, emits a

@@ -46,6 +46,17 @@ type FilterPlugin interface {
 	Filter(ctx context.Context, state *CycleState, pod *v1.Pod, nodeInfo *NodeInfo) *Status
 }
 
+// BatchFilterPlugin is a FilterPlugin whose call costs far more than judging one more
+// node (a WASM guest call): the scheduler's walk hands it, in one call per block, the
+// nodes of the block that every earlier Filter passed. Filter is still called for single
+// nodes (a nominated node, preemption's dry runs).
+type BatchFilterPlugin interface {
+	FilterPlugin
+	// FilterBatch sets out[i] to the status of nodes[i] (nil = the pod fits there);
+	// len(out) == len(nodes).
+	FilterBatch(ctx context.Context, state *CycleState, pod *v1.Pod, nodes []*NodeInfo, out []*Status)
+}
+
 // NodeToStatus maps node name to the status that rejected the pod there.
 type NodeToStatus map[string]*Status
 
@@ -93,6 +104,15 @@ type ScorePlugin interface {
 	Score(ctx context.Context, state *CycleState, pod *v1.Pod, nodeInfo *NodeInfo) (int64, *Status)
 	// ScoreExtensions returns the normalizer, or nil when scores are already 0–100.
 	ScoreExtensions() ScoreExtensions
+}
+
+// BatchScorePlugin is a ScorePlugin that scores every feasible node in one call, for
+// plugins whose per-call cost dwarfs their per-node cost (a WASM guest call); the
+// framework then does not call Score per node.
+type BatchScorePlugin interface {
+	ScorePlugin
+	// ScoreBatch sets out[i] to the raw score of nodes[i]; len(out) == len(nodes).
+	ScoreBatch(ctx context.Context, state *CycleState, pod *v1.Pod, nodes []*NodeInfo, out []int64) *Status
 }
 
 // ReservePlugin is told when a node is reserved for a pod, and when that is undone.

@@ -1,9 +1,11 @@
 package framework
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -500,15 +502,84 @@ func (ps *PluginSet) RunFilterPlugins(ctx context.Context, state *CycleState, po
 		t := now(state)
 		s := e.p.Filter(ctx, state, pod, ni)
 		ps.observe(state, e.p.Name(), PointFilter, s, t)
-		if s.IsSuccess() {
-			continue
+		if !s.IsSuccess() {
+			return filterStatus(e.p.Name(), s)
 		}
-		if !s.IsRejected() {
-			return AsStatus(fmt.Errorf("running %q filter plugin: %w", e.p.Name(), s.Err())).WithPlugin(e.p.Name())
-		}
-		return s.WithPlugin(e.p.Name())
 	}
 	return nil
+}
+
+// filterStatus is what a walk records for a node plugin rejected or failed on.
+func filterStatus(plugin string, s *Status) *Status {
+	if !s.IsRejected() {
+		return AsStatus(fmt.Errorf("running %q filter plugin: %w", plugin, s.Err())).WithPlugin(plugin)
+	}
+	return s.WithPlugin(plugin)
+}
+
+// HasBatchFilterPlugins reports whether a Filter plugin judges blocks of nodes per call.
+func (ps *PluginSet) HasBatchFilterPlugins() bool {
+	for _, e := range ps.filter {
+		if _, ok := e.p.(BatchFilterPlugin); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// RunFilterPluginsBatch sets out[i] to what RunFilterPlugins answers for nodes[i]: the
+// plugins run in order and a node leaves at its first rejection, but a
+// BatchFilterPlugin is called once with the nodes still in. A batch plugin's latency
+// metric is then one observation per call, not per node.
+func (ps *PluginSet) RunFilterPluginsBatch(ctx context.Context, state *CycleState, pod *v1.Pod, nodes []*NodeInfo, out []*Status) {
+	clear(out)
+	in := make([]int, len(nodes)) // indexes of the nodes every plugin so far passed
+	for i := range in {
+		in[i] = i
+	}
+	var sub []*NodeInfo
+	var subOut []*Status
+	for _, e := range ps.filter {
+		if len(in) == 0 {
+			return
+		}
+		if !e.applies(pod) || state.SkipFilterPlugins.Has(e.p.Name()) {
+			continue
+		}
+		kept := in[:0]
+		b, ok := e.p.(BatchFilterPlugin)
+		if !ok {
+			for _, i := range in {
+				t := now(state)
+				s := e.p.Filter(ctx, state, pod, nodes[i])
+				ps.observe(state, e.p.Name(), PointFilter, s, t)
+				if s.IsSuccess() {
+					kept = append(kept, i)
+				} else {
+					out[i] = filterStatus(e.p.Name(), s)
+				}
+			}
+			in = kept
+			continue
+		}
+		sub, subOut = sub[:0], append(subOut[:0], make([]*Status, len(in))...)
+		for _, i := range in {
+			sub = append(sub, nodes[i])
+		}
+		t := now(state)
+		b.FilterBatch(ctx, state, pod, sub, subOut)
+		var first *Status
+		for j, i := range in {
+			if s := subOut[j]; s.IsSuccess() {
+				kept = append(kept, i)
+			} else {
+				out[i] = filterStatus(e.p.Name(), s)
+				first = cmp.Or(first, s)
+			}
+		}
+		ps.observe(state, e.p.Name(), PointFilter, first, t)
+		in = kept
+	}
 }
 
 // RunPostFilterPlugins runs PostFilter plugins until one succeeds.
@@ -594,13 +665,40 @@ func (ps *PluginSet) RunScorePlugins(ctx context.Context, state *CycleState, pod
 	for i := range plugins {
 		scores[i] = make(NodeScoreList, len(nodes))
 	}
+	// Batch plugins score every node in one call; the parallel walk calls the others.
+	perNode := make([]bool, len(plugins))
+	raw := make([]int64, len(nodes))
+	for i, e := range plugins {
+		b, ok := e.p.(BatchScorePlugin)
+		if !ok {
+			perNode[i] = true
+			continue
+		}
+		clear(raw)
+		t := now(state)
+		s := b.ScoreBatch(ctx, state, pod, nodes, raw)
+		ps.observe(state, e.p.Name(), PointScore, s, t)
+		if !s.IsSuccess() {
+			return nil, AsStatus(fmt.Errorf("plugin %q failed with: %w", e.p.Name(), s.Err())).WithPlugin(e.p.Name())
+		}
+		for n, ni := range nodes {
+			scores[i][n] = NodeScore{Name: ni.Node().Name, Score: raw[n]}
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var errMu sync.Mutex
 	var firstErr *Status
-	ps.fw.parallel.Until(ctx, len(nodes), func(n int) {
+	walk := len(nodes)
+	if !slices.Contains(perNode, true) {
+		walk = 0 // nothing to call per node
+	}
+	ps.fw.parallel.Until(ctx, walk, func(n int) {
 		ni := nodes[n]
 		for i, e := range plugins {
+			if !perNode[i] {
+				continue
+			}
 			t := now(state)
 			s, status := e.p.Score(ctx, state, pod, ni)
 			ps.observe(state, e.p.Name(), PointScore, status, t)

@@ -1,10 +1,11 @@
 // Package schedplugin makes a loaded WASM plugin a scheduler framework plugin. The guest
-// wants batches of nodes (sdk/ABI.md §7.5) while the framework calls Filter and Score once
-// per node, so the adapter batches: PreScore makes one guest call over the feasible nodes
-// and Score answers by lookup; Filter asks the guest about a window of the candidate
-// nodes (PreFilter's list) starting at the first node the framework asks about that has
-// no answer yet, so a cycle that stops at enough feasible nodes (percentageOfNodesToScore)
-// sends the guest the nodes it walks rather than the whole cluster.
+// wants batches of nodes (sdk/ABI.md §7.5), and the adapter is a batch plugin of the
+// framework: the scheduler's Filter walk hands it blocks of nodes (FilterBatch, one guest
+// call per block) and RunScorePlugins all feasible nodes (ScoreBatch, one call). Filter
+// and Score for single nodes (a nominated node, preemption's dry runs, callers outside
+// the framework's walk) batch too: Filter asks the guest about a window of PreFilter's
+// candidate list starting at the node asked about, and Score scores PreScore's nodes in
+// one call and answers by lookup.
 package schedplugin
 
 import (
@@ -112,6 +113,11 @@ func (p *filterPlugin) Filter(ctx context.Context, state *framework.CycleState, 
 	return p.a.filter(ctx, state, pod, ni)
 }
 
+// FilterBatch implements framework.BatchFilterPlugin.
+func (p *filterPlugin) FilterBatch(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo, out []*framework.Status) {
+	p.a.filterBatch(ctx, state, pod, nodes, out)
+}
+
 // Name implements framework.Plugin.
 func (p *scorePlugin) Name() string { return p.a.cfg.Name }
 
@@ -123,6 +129,11 @@ func (p *scorePlugin) PreScore(ctx context.Context, state *framework.CycleState,
 // Score implements framework.ScorePlugin.
 func (p *scorePlugin) Score(ctx context.Context, state *framework.CycleState, pod *v1.Pod, ni *framework.NodeInfo) (int64, *framework.Status) {
 	return p.a.score(state, ni)
+}
+
+// ScoreBatch implements framework.BatchScorePlugin.
+func (p *scorePlugin) ScoreBatch(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo, out []int64) *framework.Status {
+	return p.a.scoreBatch(ctx, state, pod, nodes, out)
 }
 
 // ScoreExtensions implements framework.ScorePlugin: PreScore already clamps the guest's
@@ -142,6 +153,11 @@ func (p *filterScorePlugin) Filter(ctx context.Context, state *framework.CycleSt
 	return p.a.filter(ctx, state, pod, ni)
 }
 
+// FilterBatch implements framework.BatchFilterPlugin.
+func (p *filterScorePlugin) FilterBatch(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo, out []*framework.Status) {
+	p.a.filterBatch(ctx, state, pod, nodes, out)
+}
+
 // PreScore implements framework.PreScorePlugin.
 func (p *filterScorePlugin) PreScore(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) *framework.Status {
 	return p.a.preScore(ctx, state, pod, nodes)
@@ -150,6 +166,11 @@ func (p *filterScorePlugin) PreScore(ctx context.Context, state *framework.Cycle
 // Score implements framework.ScorePlugin.
 func (p *filterScorePlugin) Score(ctx context.Context, state *framework.CycleState, pod *v1.Pod, ni *framework.NodeInfo) (int64, *framework.Status) {
 	return p.a.score(state, ni)
+}
+
+// ScoreBatch implements framework.BatchScorePlugin.
+func (p *filterScorePlugin) ScoreBatch(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo, out []int64) *framework.Status {
+	return p.a.scoreBatch(ctx, state, pod, nodes, out)
 }
 
 // ScoreExtensions implements framework.ScorePlugin (see scorePlugin.ScoreExtensions).
@@ -185,10 +206,20 @@ type filterResult struct {
 // concurrent use and only ever completed), as the batched answer was before.
 func (r *filterResult) Clone() framework.StateData { return r }
 
-// scoreResult is the clamped score of each feasible node of one cycle.
-type scoreResult struct{ scores map[string]int64 }
+// scoreResult serves per-node Score calls (a caller that does not use ScoreBatch): the
+// first one scores PreScore's nodes in one guest call, so a guest that ranks nodes
+// against each other sees them all, as it does through ScoreBatch.
+type scoreResult struct {
+	ctx   context.Context
+	pod   *v1.Pod
+	nodes []*framework.NodeInfo
 
-// Clone implements framework.StateData (immutable: shared).
+	once   sync.Once
+	scores map[string]int64
+	st     *framework.Status
+}
+
+// Clone implements framework.StateData (safe for concurrent use: shared).
 func (r *scoreResult) Clone() framework.StateData { return r }
 
 func (a *adapter) podJSON(state *framework.CycleState, pod *v1.Pod) ([]byte, error) {
@@ -303,28 +334,53 @@ func (a *adapter) position(nodes []*framework.NodeInfo, name string) int {
 	return -1
 }
 
-func (a *adapter) filter(ctx context.Context, state *framework.CycleState, pod *v1.Pod, ni *framework.NodeInfo) *framework.Status {
+// cycle returns the filter state PreFilter wrote, running PreFilter for nodes if it did
+// not (a caller running Filter alone); nil and a nil status mean the plugin skips.
+func (a *adapter) cycle(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) (*filterResult, *framework.Status) {
+	if res, err := framework.ReadAs[*filterResult](state, a.filterKey); err == nil {
+		return res, nil
+	}
+	if st := a.preFilter(ctx, state, pod, nodes); !st.IsSuccess() {
+		if st.IsSkip() {
+			return nil, nil
+		}
+		return nil, st
+	}
 	res, err := framework.ReadAs[*filterResult](state, a.filterKey)
 	if err != nil {
-		// PreFilter did not run for this state (a caller running Filter alone).
-		if st := a.preFilter(ctx, state, pod, []*framework.NodeInfo{ni}); !st.IsSuccess() {
-			if st.IsSkip() {
-				return nil
-			}
-			return st
-		}
-		if res, err = framework.ReadAs[*filterResult](state, a.filterKey); err != nil {
-			return framework.AsStatus(err)
-		}
+		return nil, framework.AsStatus(err)
+	}
+	return res, nil
+}
+
+// settled reports a cycle whose guest call failed: a status every node gets, or ignore
+// when every node passes under failurePolicy Ignore. Callers hold res.mu.
+func (res *filterResult) settled() (st *framework.Status, done bool) {
+	return res.failed, res.failed != nil || res.ignored
+}
+
+// fail records a failed guest call for the rest of the cycle and returns what the
+// node(s) asked about get: nil under failurePolicy Ignore. Callers hold res.mu.
+func (a *adapter) fail(res *filterResult, err error) *framework.Status {
+	st := a.failed(abi.HookFilter, res.pod, err)
+	if st.IsSkip() {
+		res.ignored = true
+		return nil
+	}
+	res.failed = st
+	return st
+}
+
+func (a *adapter) filter(ctx context.Context, state *framework.CycleState, pod *v1.Pod, ni *framework.NodeInfo) *framework.Status {
+	res, st := a.cycle(ctx, state, pod, []*framework.NodeInfo{ni})
+	if res == nil {
+		return st
 	}
 	name := ni.Node().Name
 	res.mu.Lock()
 	defer res.mu.Unlock()
-	if res.failed != nil {
-		return res.failed
-	}
-	if res.ignored {
-		return nil
+	if st, done := res.settled(); done {
+		return st
 	}
 	i := a.position(res.nodes, name)
 	if i >= 0 && res.nodes[i] != ni && res.nodes[i].Node() != ni.Node() {
@@ -351,13 +407,8 @@ func (a *adapter) filter(ctx context.Context, state *framework.CycleState, pod *
 				batch = append(batch, res.nodes[(i+j)%n])
 			}
 		}
-		if st := a.callFilter(res, batch); st != nil {
-			if st.IsSkip() {
-				res.ignored = true
-				return nil
-			}
-			res.failed = st
-			return st
+		if err := a.callFilter(res, batch, func(j int, reason string) { res.rejected[batch[j].Node().Name] = reason }); err != nil {
+			return a.fail(res, err)
 		}
 	}
 	if reason, ok := res.rejected[name]; ok {
@@ -366,15 +417,47 @@ func (a *adapter) filter(ctx context.Context, state *framework.CycleState, pod *
 	return nil
 }
 
-// callFilter asks the guest about batch and records its rejections in res.
-func (a *adapter) callFilter(res *filterResult, batch []*framework.NodeInfo) *framework.Status {
+// filterBatch judges a block of the framework's walk in one guest call. Blocks arrive
+// from the framework's parallel workers, each call on its own instance.
+func (a *adapter) filterBatch(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo, out []*framework.Status) {
+	res, st := a.cycle(ctx, state, pod, nodes)
+	if res != nil {
+		var done bool
+		res.mu.Lock()
+		st, done = res.settled()
+		res.mu.Unlock()
+		if !done {
+			if err := res.ctx.Err(); err != nil {
+				st = framework.AsStatus(fmt.Errorf("%s filter: %w", a.cfg.Name, err))
+			} else if ctx.Err() != nil {
+				return // the walk has stopped and discards this block
+			} else if err := a.callFilter(res, nodes, func(i int, reason string) {
+				out[i] = framework.NewStatus(framework.Unschedulable, reason)
+			}); err != nil {
+				res.mu.Lock()
+				st = a.fail(res, err)
+				res.mu.Unlock()
+			}
+		}
+	}
+	if st != nil {
+		for i := range out {
+			out[i] = st
+		}
+	}
+}
+
+// callFilter asks the guest about batch (with the cycle's context: the walk's is
+// cancelled when it has enough nodes, which must not interrupt a call half-way) and
+// calls reject for each node it rejects.
+func (a *adapter) callFilter(res *filterResult, batch []*framework.NodeInfo, reject func(i int, reason string)) error {
 	in, err := a.input(res.state, res.pod, batch)
 	if err != nil {
-		return a.failed(abi.HookFilter, res.pod, err)
+		return err
 	}
 	resp, err := a.cfg.Plugin.Filter(res.ctx, in)
 	if err != nil {
-		return a.failed(abi.HookFilter, res.pod, err)
+		return err
 	}
 	for i, ok := range resp.Pass {
 		if ok {
@@ -387,25 +470,36 @@ func (a *adapter) callFilter(res *filterResult, batch []*framework.NodeInfo) *fr
 		if reason == "" {
 			reason = "node(s) rejected by " + a.cfg.Name
 		}
-		res.rejected[in.Nodes[i].Name] = reason
+		reject(i, reason)
 	}
 	return nil
 }
 
 func (a *adapter) preScore(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) *framework.Status {
+	if _, err := a.podJSON(state, pod); err != nil {
+		return a.failed(abi.HookScore, pod, err)
+	}
+	state.Write(a.scoreKey, &scoreResult{ctx: ctx, pod: pod, nodes: nodes})
+	return nil
+}
+
+// scoreBatch asks the guest to score nodes in one call. Under failurePolicy Ignore a
+// failed call leaves every score 0: the plugin then ranks no node above another.
+func (a *adapter) scoreBatch(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo, out []int64) *framework.Status {
 	in, err := a.input(state, pod, nodes)
-	if err != nil {
-		return a.failed(abi.HookScore, pod, err)
+	if err == nil {
+		var scores []int64
+		if scores, err = a.cfg.Plugin.Score(ctx, in); err == nil {
+			for i, s := range scores {
+				out[i] = min(max(s, MinScore), MaxScore)
+			}
+			return nil
+		}
 	}
-	scores, err := a.cfg.Plugin.Score(ctx, in)
-	if err != nil {
-		return a.failed(abi.HookScore, pod, err)
+	if st := a.failed(abi.HookScore, pod, err); !st.IsSkip() {
+		return st
 	}
-	res := &scoreResult{scores: make(map[string]int64, len(scores))}
-	for i, s := range scores {
-		res.scores[in.Nodes[i].Name] = min(max(s, MinScore), MaxScore)
-	}
-	state.Write(a.scoreKey, res)
+	clear(out)
 	return nil
 }
 
@@ -413,6 +507,19 @@ func (a *adapter) score(state *framework.CycleState, ni *framework.NodeInfo) (in
 	res, err := framework.ReadAs[*scoreResult](state, a.scoreKey)
 	if err != nil {
 		return 0, framework.AsStatus(fmt.Errorf("%s: score without PreScore: %w", a.cfg.Name, err))
+	}
+	res.once.Do(func() {
+		out := make([]int64, len(res.nodes))
+		if res.st = a.scoreBatch(res.ctx, state, res.pod, res.nodes, out); res.st != nil {
+			return
+		}
+		res.scores = make(map[string]int64, len(out))
+		for i, s := range out {
+			res.scores[res.nodes[i].Node().Name] = s
+		}
+	})
+	if res.st != nil {
+		return 0, res.st
 	}
 	s, ok := res.scores[ni.Node().Name]
 	if !ok {

@@ -134,9 +134,16 @@ type outcome struct {
 	scores   map[string]int64
 }
 
-// run drives a framework through one cycle's PreFilter, Filter, PreScore and Score, as
-// the scheduler does (without stopping at enough feasible nodes).
+// run drives a framework through one cycle's PreFilter, Filter, PreScore and Score as
+// the scheduler does (the batched walk over every node, PluginSet.FindFeasible, then
+// RunScorePlugins, which scores batch plugins in one call).
 func run(t testing.TB, fw *framework.Framework, p *v1.Pod, nodes []*framework.NodeInfo) (outcome, *framework.Status) {
+	return runWith(t, fw, p, nodes, false)
+}
+
+// runWith is run, or with perNode a cycle through the per-node entry points (Filter and
+// Score called node by node, as a nominated node or preemption's dry runs call Filter).
+func runWith(t testing.TB, fw *framework.Framework, p *v1.Pod, nodes []*framework.NodeInfo, perNode bool) (outcome, *framework.Status) {
 	t.Helper()
 	ctx := context.Background()
 	ps := fw.Plugins()
@@ -146,19 +153,35 @@ func run(t testing.TB, fw *framework.Framework, p *v1.Pod, nodes []*framework.No
 		return out, st
 	}
 	var feasible []*framework.NodeInfo
-	for _, ni := range nodes {
-		st := ps.RunFilterPlugins(ctx, state, p, ni)
-		switch {
-		case st.IsSuccess():
-			feasible = append(feasible, ni)
-		case st.IsRejected():
-			out.rejected[ni.Node().Name] = st.Message()
-		default:
-			return out, st
+	if perNode {
+		for _, ni := range nodes {
+			st := ps.RunFilterPlugins(ctx, state, p, ni)
+			switch {
+			case st.IsSuccess():
+				feasible = append(feasible, ni)
+			case st.IsRejected():
+				out.rejected[ni.Node().Name] = st.Message()
+			default:
+				return out, st
+			}
+		}
+	} else {
+		var rejected []*framework.Status
+		var err error
+		if feasible, rejected, err = ps.FindFeasible(ctx, state, p, nodes, 0, len(nodes)); err != nil {
+			return out, framework.AsStatus(err)
+		}
+		for i, st := range rejected {
+			if st != nil {
+				out.rejected[nodes[i].Node().Name] = st.Message()
+			}
 		}
 	}
 	if st := ps.RunPreScorePlugins(ctx, state, p, feasible); !st.IsSuccess() {
 		return out, st
+	}
+	if perNode {
+		return scorePerNode(ctx, t, ps, state, p, feasible, out)
 	}
 	scores, st := ps.RunScorePlugins(ctx, state, p, feasible)
 	if !st.IsSuccess() {
@@ -166,6 +189,38 @@ func run(t testing.TB, fw *framework.Framework, p *v1.Pod, nodes []*framework.No
 	}
 	for _, s := range scores {
 		out.scores[s.Name] = s.TotalScore
+	}
+	return out, nil
+}
+
+// scorePerNode sums weight × Score of each Score plugin of the profile, node by node.
+func scorePerNode(ctx context.Context, t testing.TB, ps *framework.PluginSet, state *framework.CycleState, p *v1.Pod, feasible []*framework.NodeInfo, out outcome) (outcome, *framework.Status) {
+	weights := map[string]int64{}
+	for _, e := range ps.PluginNames()[framework.PointScore] {
+		i := strings.LastIndex(e, ":") // "wasm:name:weight"
+		name, w := e[:i], e[i+1:]
+		n, err := strconv.ParseInt(w, 10, 64)
+		if err != nil {
+			t.Fatalf("score entry %q: %v", e, err)
+		}
+		weights[name] = n
+	}
+	for _, ni := range feasible {
+		out.scores[ni.Node().Name] = 0
+		for name, w := range weights {
+			sp, ok := ps.Plugin(name).(framework.ScorePlugin)
+			if !ok || state.SkipScorePlugins.Has(name) {
+				continue
+			}
+			if sp.ScoreExtensions() != nil {
+				t.Fatalf("%s normalizes its scores: scorePerNode does not", name)
+			}
+			s, st := sp.Score(ctx, state, p, ni)
+			if !st.IsSuccess() {
+				return out, st
+			}
+			out.scores[ni.Node().Name] += s * w
+		}
 	}
 	return out, nil
 }
@@ -247,6 +302,12 @@ func TestSameAsNativeTwins(t *testing.T) {
 				t.Fatal("no node is feasible: the case proves nothing")
 			}
 			diff(t, tc.name, wasmOut, nativeOut)
+			// Node by node (a nominated node, preemption's dry runs): the same answers.
+			perNode, st := runWith(t, newFramework(t, tc.wasm...), p, nodes, true)
+			if !st.IsSuccess() {
+				t.Fatalf("wasm profile, node by node: %v", st.Err())
+			}
+			diff(t, tc.name+" node by node", perNode, nativeOut)
 			// The scores must vary, or equal totals would prove nothing.
 			distinct := map[int64]bool{}
 			for _, s := range wasmOut.scores {
@@ -324,8 +385,9 @@ func TestFailurePolicy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		for _, hook := range []string{"filter", "score"} {
-			for _, ignore := range []bool{false, true} {
-				t.Run(fmt.Sprintf("%s/%s/ignore=%v", tc.name, hook, ignore), func(t *testing.T) {
+			for _, mode := range []struct{ ignore, perNode bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+				ignore, perNode := mode.ignore, mode.perNode
+				t.Run(fmt.Sprintf("%s/%s/ignore=%v/perNode=%v", tc.name, hook, ignore, perNode), func(t *testing.T) {
 					good := `(unreachable)` // never called: the other hook is not enabled
 					fb, sb := good, good
 					if hook == "filter" {
@@ -336,7 +398,7 @@ func TestFailurePolicy(t *testing.T) {
 					mod := load(t, r, faulty(t, fb, sb), "faulty", "", wasm.Limits{Timeout: timeout, Instances: 1})
 					a := adapter(t, schedplugin.Config{Name: "wasm:faulty", Filter: hook == "filter", Score: hook == "score", Ignore: ignore, Plugin: mod})
 					start := time.Now()
-					out, st := run(t, newFramework(t, framework.Extension{Plugin: a}), p, nodes)
+					out, st := runWith(t, newFramework(t, framework.Extension{Plugin: a}), p, nodes, perNode)
 					elapsed := time.Since(start)
 					if tc.kind == wasm.ErrTimeout && elapsed > timeout+3*time.Second {
 						t.Errorf("the looping guest ran %v; its deadline is %v", elapsed, timeout)

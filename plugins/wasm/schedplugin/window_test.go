@@ -125,3 +125,68 @@ func TestFilterWindowFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterBatchWalk: in the scheduler's walk the guest is asked about blocks of the
+// walk, never about a node twice, and about few nodes past the walk's stop; its reasons
+// become the nodes' statuses; a failed call ends the walk with the error, or under
+// Ignore lets every node pass.
+func TestFilterBatchWalk(t *testing.T) {
+	nodes := cluster(5000)
+	const start, toFind = 4900, 500
+	rejected := map[string]bool{nodes[4950].Node().Name: true, nodes[10].Node().Name: true}
+	cases := []struct {
+		name   string
+		ignore bool
+		fail   error
+	}{{name: "ok"}, {name: "fail", fail: errors.New("boom")}, {name: "ignore", ignore: true, fail: errors.New("boom")}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{reject: rejected, fail: tc.fail}
+			ps := newFramework(t, framework.Extension{Plugin: adapter(t, schedplugin.Config{Name: "wasm:rec", Filter: true, Ignore: tc.ignore, Plugin: rec})}).Plugins()
+			ctx, p, state := context.Background(), pod("web", "100m"), framework.NewCycleState()
+			if _, st := ps.RunPreFilterPlugins(ctx, state, p, nodes); !st.IsSuccess() {
+				t.Fatal(st.Err())
+			}
+			feasible, statuses, err := ps.FindFeasible(ctx, state, p, nodes, start, toFind)
+			if tc.fail != nil && !tc.ignore {
+				if err == nil || !strings.Contains(err.Error(), "boom") || !strings.Contains(err.Error(), "wasm:rec") {
+					t.Fatalf("walk error %v, want the guest's failure naming the plugin", err)
+				}
+				return
+			}
+			if err != nil || len(feasible) != toFind {
+				t.Fatalf("%d feasible, err %v; want %d", len(feasible), err, toFind)
+			}
+			judged := map[string]bool{}
+			for _, b := range rec.batches {
+				if len(b) > 64 {
+					t.Errorf("a guest call judged %d nodes", len(b))
+				}
+				for _, n := range b {
+					if judged[n] {
+						t.Fatalf("node %s judged twice", n)
+					}
+					judged[n] = true
+				}
+			}
+			if !judged[nodes[start].Node().Name] {
+				t.Error("the walk's first node was not judged")
+			}
+			if len(judged) > toFind+len(rejected)+2*64 {
+				t.Errorf("%d nodes judged to find %d", len(judged), toFind)
+			}
+			if tc.ignore {
+				return
+			}
+			for i, st := range statuses {
+				name := nodes[(start+i)%len(nodes)].Node().Name
+				if rejected[name] != (st != nil) {
+					t.Errorf("%s: status %v, rejected by the guest %v", name, st, rejected[name])
+				}
+				if st != nil && (st.Message() != "rejected "+name || st.Plugin() != "wasm:rec") {
+					t.Errorf("%s: %q by %q", name, st.Message(), st.Plugin())
+				}
+			}
+		})
+	}
+}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"strconv"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -75,9 +75,10 @@ func benchProfile(b *testing.B, ext framework.Extension) *framework.PluginSet {
 	return fw.Plugins()
 }
 
-// wasmProfile loads the example plugin built from pkg with one instance (so that a warm-up
-// call fills the node table every later call uses) and returns a profile holding its
-// scheduler adapter, as a Filter or as a Score plugin.
+// wasmProfile loads the example plugin built from pkg with as many instances as the
+// scheduler gives it (GOMAXPROCS: the Filter walk calls them in parallel) and returns a
+// profile holding its scheduler adapter, as a Filter or as a Score plugin. Callers warm
+// up with warmups cycles so that every instance's node table holds the nodes.
 func wasmProfile(b *testing.B, pkg, name, config string, filter bool) *framework.PluginSet {
 	module := wasmtest.Go(b, pkg)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -91,7 +92,7 @@ func wasmProfile(b *testing.B, pkg, name, config string, filter bool) *framework
 		b.Fatal(err)
 	}
 	p, err := rt.Load(context.Background(), m, wasm.PluginConfig{Name: name, Config: json.RawMessage(config),
-		Limits: wasm.Limits{Instances: 1, MaxInstances: 1, Timeout: time.Minute}})
+		Limits: wasm.Limits{Instances: runtime.GOMAXPROCS(0), MaxInstances: runtime.GOMAXPROCS(0), Timeout: time.Minute}})
 	_ = m.Close(context.Background())
 	if err != nil {
 		b.Fatal(err)
@@ -103,6 +104,10 @@ func wasmProfile(b *testing.B, pkg, name, config string, filter bool) *framework
 	}
 	return benchProfile(b, framework.Extension{Plugin: a})
 }
+
+// warmups is how many cycles fill every instance's node table (the pool hands out
+// its instances in turn).
+var warmups = 2 * runtime.GOMAXPROCS(0)
 
 func benchNodeInfos(n int) []*framework.NodeInfo {
 	out := make([]*framework.NodeInfo, n)
@@ -130,29 +135,27 @@ func BenchmarkScore5000Nodes(b *testing.B) {
 			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")}}}}}}
 	next := copies(pod)
 	const config = `{"label":"example.com/priority"}`
-	cycle := func(b *testing.B, ps *framework.PluginSet) {
+	one := func(b *testing.B, ps *framework.PluginSet) {
 		ctx := context.Background()
-		loop(b, func() {
-			pod := next()
-			state := framework.NewCycleState()
-			if st := ps.RunPreScorePlugins(ctx, state, pod, nodes); !st.IsSuccess() {
-				b.Fatal(st.Err())
-			}
-			if _, st := ps.RunScorePlugins(ctx, state, pod, nodes); !st.IsSuccess() {
-				b.Fatal(st.Err())
-			}
-		})
+		pod := next()
+		state := framework.NewCycleState()
+		if st := ps.RunPreScorePlugins(ctx, state, pod, nodes); !st.IsSuccess() {
+			b.Fatal(st.Err())
+		}
+		if _, st := ps.RunScorePlugins(ctx, state, pod, nodes); !st.IsSuccess() {
+			b.Fatal(st.Err())
+		}
 	}
 	b.Run("native", func(b *testing.B) {
-		cycle(b, benchProfile(b, framework.Extension{Plugin: &native.LabelScore{PluginName: "LabelScore", Label: "example.com/priority"}}))
+		ps := benchProfile(b, framework.Extension{Plugin: &native.LabelScore{PluginName: "LabelScore", Label: "example.com/priority"}})
+		loop(b, func() { one(b, ps) })
 	})
 	b.Run("wasm", func(b *testing.B) {
 		ps := wasmProfile(b, scorePkg, "label-score", config, false)
-		state := framework.NewCycleState()
-		if st := ps.RunPreScorePlugins(context.Background(), state, pod, nodes); !st.IsSuccess() {
-			b.Fatal(st.Err())
+		for range warmups {
+			one(b, ps)
 		}
-		cycle(b, ps)
+		loop(b, func() { one(b, ps) })
 	})
 }
 
@@ -171,10 +174,9 @@ func BenchmarkFilter5000Nodes(b *testing.B) {
 		if _, st := ps.RunPreFilterPlugins(ctx, state, pod, nodes); !st.IsSuccess() {
 			b.Fatal(st.Err())
 		}
-		for _, ni := range nodes {
-			if st := ps.RunFilterPlugins(ctx, state, pod, ni); !st.IsSuccess() {
-				b.Fatal(st.Err())
-			}
+		feasible, _, err := ps.FindFeasible(ctx, state, pod, nodes, 0, len(nodes))
+		if err != nil || len(feasible) != len(nodes) {
+			b.Fatalf("%d feasible nodes of %d: %v", len(feasible), len(nodes), err)
 		}
 	}
 	cycle := func(b *testing.B, ps *framework.PluginSet) { loop(b, func() { one(b, ps) }) }
@@ -183,7 +185,9 @@ func BenchmarkFilter5000Nodes(b *testing.B) {
 	})
 	b.Run("wasm", func(b *testing.B) {
 		ps := wasmProfile(b, filterPkg, "node-label-filter", `{"label":"`+benchFilterLabel+`"}`, true)
-		one(b, ps) // fills the instance's node table
+		for range warmups {
+			one(b, ps)
+		}
 		cycle(b, ps)
 	})
 }
@@ -201,16 +205,20 @@ func BenchmarkScoreRotating500of5000(b *testing.B) {
 	loop(b, func() {
 		window := nodes[start : start+500]
 		start = (start + 500) % len(nodes)
-		if st := ps.RunPreScorePlugins(context.Background(), framework.NewCycleState(), next(), window); !st.IsSuccess() {
+		pod, state := next(), framework.NewCycleState()
+		if st := ps.RunPreScorePlugins(context.Background(), state, pod, window); !st.IsSuccess() {
+			b.Fatal(st.Err())
+		}
+		if _, st := ps.RunScorePlugins(context.Background(), state, pod, window); !st.IsSuccess() {
 			b.Fatal(st.Err())
 		}
 	})
 }
 
 // BenchmarkFilterWalk5000Nodes is Filter as the scheduler runs it for one pod over 5,000
-// nodes: PreFilter, then the parallel walk from a rotating start that stops once 500
-// feasible nodes are found (percentageOfNodesToScore's adaptive 10 %), node-label-filter
-// as WASM against its native twin.
+// nodes: PreFilter, then the scheduler's parallel walk (PluginSet.FindFeasible) from a
+// rotating start that stops once 500 feasible nodes are found (percentageOfNodesToScore's
+// adaptive 10 %), node-label-filter as WASM against its native twin.
 func BenchmarkFilterWalk5000Nodes(b *testing.B) {
 	nodes := benchNodeInfos(5000)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "p", UID: "p"},
@@ -223,22 +231,16 @@ func BenchmarkFilterWalk5000Nodes(b *testing.B) {
 		if _, st := ps.RunPreFilterPlugins(context.Background(), state, pod, nodes); !st.IsSuccess() {
 			b.Fatal(st.Err())
 		}
-		// The walk's own context, cancelled once enough nodes are found, as the scheduler's.
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		var found, processed atomic.Int32
-		framework.NewParallelizer(16).Until(ctx, len(nodes), func(i int) {
-			processed.Add(1)
-			st := ps.RunFilterPlugins(ctx, state, pod, nodes[(start+i)%len(nodes)])
-			if !st.IsSuccess() {
-				b.Error(st.Err())
-				return
+		feasible, rejected, err := ps.FindFeasible(context.Background(), state, pod, nodes, start, toFind)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, st := range rejected {
+			if st != nil {
+				b.Fatalf("a node was rejected: %s", st.Message())
 			}
-			if found.Add(1) > toFind {
-				cancel()
-			}
-		})
-		return (start + int(min(found.Load(), toFind))) % len(nodes)
+		}
+		return (start + len(feasible)) % len(nodes)
 	}
 	cycle := func(b *testing.B, ps *framework.PluginSet) {
 		start := walk(b, ps, 0) // warm-up
@@ -249,8 +251,8 @@ func BenchmarkFilterWalk5000Nodes(b *testing.B) {
 	})
 	b.Run("wasm", func(b *testing.B) {
 		ps := wasmProfile(b, filterPkg, "node-label-filter", `{"label":"`+benchFilterLabel+`"}`, true)
-		for s := 0; s < len(nodes); s += 500 { // fill the node table over the whole cluster
-			walk(b, ps, s)
+		for s := 0; s < warmups*len(nodes); s += 500 { // fill the node tables over the whole cluster
+			walk(b, ps, s%len(nodes))
 		}
 		cycle(b, ps)
 	})
