@@ -130,6 +130,62 @@ func CompactNode(n *corev1.Node) *abi.Node {
 	return out
 }
 
+// lastApplied is kubectl's copy of the applied object: as large as the pod itself and
+// of no use to a scheduling decision.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// CompactPod reduces a Pod to the compact pod document of ABI §7.5: the fields abi.Pod
+// declares, in the Pod's own JSON shape, without kubectl's last-applied annotation.
+func CompactPod(p *corev1.Pod) (*abi.Pod, error) {
+	out := &abi.Pod{
+		APIVersion: "v1", Kind: "Pod",
+		Metadata: abi.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: string(p.UID), ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, Annotations: p.Annotations,
+		},
+		Spec: abi.PodSpec{
+			NodeName: p.Spec.NodeName, NodeSelector: p.Spec.NodeSelector, SchedulerName: p.Spec.SchedulerName,
+			PriorityClassName: p.Spec.PriorityClassName, Priority: p.Spec.Priority,
+			Containers: containers(p.Spec.Containers), InitContainers: containers(p.Spec.InitContainers),
+		},
+	}
+	if _, ok := p.Annotations[lastApplied]; ok {
+		out.Metadata.Annotations = make(map[string]string, len(p.Annotations)-1)
+		for k, v := range p.Annotations {
+			if k != lastApplied {
+				out.Metadata.Annotations[k] = v
+			}
+		}
+	}
+	if out.Spec.Containers == nil {
+		out.Spec.Containers = []abi.Container{}
+	}
+	for _, t := range p.Spec.Tolerations {
+		out.Spec.Tolerations = append(out.Spec.Tolerations, abi.Toleration{Key: t.Key, Operator: string(t.Operator),
+			Value: t.Value, Effect: string(t.Effect), TolerationSeconds: t.TolerationSeconds})
+	}
+	if p.Spec.Affinity != nil {
+		b, err := json.Marshal(p.Spec.Affinity)
+		if err != nil {
+			return nil, fmt.Errorf("encode affinity of pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		out.Spec.Affinity = b
+	}
+	return out, nil
+}
+
+func containers(cs []corev1.Container) []abi.Container {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]abi.Container, len(cs))
+	for i, c := range cs {
+		out[i] = abi.Container{Name: c.Name, Image: c.Image, Resources: abi.ResourceRequirements{
+			Requests: quantities(c.Resources.Requests), Limits: quantities(c.Resources.Limits)}}
+	}
+	return out
+}
+
 func quantities(l corev1.ResourceList) map[string]string {
 	if len(l) == 0 {
 		return nil

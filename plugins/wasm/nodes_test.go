@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -178,3 +180,77 @@ func TestNodeCacheIndexes(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactPod: the compact pod keeps what abi.Pod declares, in the Pod's JSON shape,
+// drops kubectl's last-applied copy without touching the pod, and reads back into the
+// same abi.Pod a guest would decode from the whole Pod.
+func TestCompactPod(t *testing.T) {
+	secs, prio := int64(300), int32(7)
+	full := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "9",
+			Labels:        map[string]string{"app": "web"},
+			Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"big":true}`, "team": "a"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		Spec: corev1.PodSpec{
+			NodeName: "n1", NodeSelector: map[string]string{"disk": "ssd"}, SchedulerName: "s", PriorityClassName: "high", Priority: &prio,
+			InitContainers: []corev1.Container{{Name: "init", Image: "busybox"}},
+			Containers: []corev1.Container{{Name: "c", Image: "nginx", Ports: []corev1.ContainerPort{{ContainerPort: 80}},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}}}},
+			Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &secs}},
+			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: "In", Values: []string{"a"}}}}}}}},
+			Volumes: []corev1.Volume{{Name: "v"}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
+	cases := []struct {
+		name  string
+		pod   *corev1.Pod
+		check func(t *testing.T, c *abi.Pod, b []byte)
+	}{
+		{"full", full, func(t *testing.T, c *abi.Pod, b []byte) {
+			var fromFull abi.Pod
+			fb, _ := json.Marshal(full)
+			if err := json.Unmarshal(fb, &fromFull); err != nil {
+				t.Fatal(err)
+			}
+			delete(fromFull.Metadata.Annotations, "kubectl.kubernetes.io/last-applied-configuration")
+			fromFull.APIVersion, fromFull.Kind = "v1", "Pod"
+			var back abi.Pod
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(back, fromFull) {
+				t.Errorf("compact pod reads back as\n%+v\nthe whole pod as\n%+v", back, fromFull)
+			}
+			for _, gone := range []string{"managedFields", "volumes", "status", "last-applied", "ports"} {
+				if json.Valid(b) && contains(b, gone) {
+					t.Errorf("compact pod keeps %q: %s", gone, b)
+				}
+			}
+			if _, ok := full.Annotations["kubectl.kubernetes.io/last-applied-configuration"]; !ok {
+				t.Error("CompactPod removed the annotation from the pod itself")
+			}
+		}},
+		{"bare", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b"}}, func(t *testing.T, c *abi.Pod, b []byte) {
+			if want := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"b"},"spec":{"containers":[]}}`; string(b) != want {
+				t.Errorf("bare pod %s, want %s", b, want)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := CompactPod(tc.pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := json.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c, b)
+		})
+	}
+}
+
+func contains(b []byte, s string) bool { return strings.Contains(string(b), s) }

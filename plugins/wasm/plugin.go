@@ -190,6 +190,17 @@ func (p *Plugin) WantsRequested() bool {
 	return s.flags.Requested
 }
 
+// WantsFullPods tells whether the current module's configure asked for whole Pods in
+// filter/score requests ("fullPods", ABI §7.5) rather than compact pod documents.
+func (p *Plugin) WantsFullPods() bool {
+	s := p.acquire()
+	if s == nil {
+		return false
+	}
+	defer s.release(context.Background())
+	return s.flags.FullPods
+}
+
 func (p *Plugin) acquire() *instanceSet {
 	for {
 		s := p.cur.Load()

@@ -2,12 +2,16 @@ package examples_test
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/wasmplane/wasmplane/plugins/wasm"
 )
@@ -113,4 +117,119 @@ func BenchmarkScore5000(b *testing.B) {
 			b.StartTimer()
 		}
 	})
+}
+
+// schedulingPod is a pod as the scheduler meets it (defaulted and admitted: service
+// account volume, default tolerations, priority) under a new name each time, as the
+// scheduler sends it: the compact pod document (ABI §7.5).
+func schedulingPod(i int) []byte {
+	grace, prio := int64(30), int32(0)
+	secs := int64(300)
+	p := corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "pod-" + strconv.Itoa(i), Namespace: "bench", UID: types.UID("uid-" + strconv.Itoa(i)),
+			ResourceVersion: strconv.Itoa(1000 + i), CreationTimestamp: metav1.Now(), Labels: map[string]string{"app": "bench"}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10", Ports: []corev1.ContainerPort{{ContainerPort: 80, Protocol: "TCP"}},
+				Resources: corev1.ResourceRequirements{
+					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("500Mi")},
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("500Mi")}},
+				VolumeMounts:             []corev1.VolumeMount{{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
+				TerminationMessagePath:   "/dev/termination-log",
+				TerminationMessagePolicy: "File", ImagePullPolicy: "IfNotPresent"}},
+			RestartPolicy: "Always", TerminationGracePeriodSeconds: &grace, DNSPolicy: "ClusterFirst",
+			ServiceAccountName: "default", SecurityContext: &corev1.PodSecurityContext{}, SchedulerName: "default-scheduler",
+			Tolerations: []corev1.Toleration{
+				{Key: "node.kubernetes.io/not-ready", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: &secs},
+				{Key: "node.kubernetes.io/unreachable", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: &secs}},
+			Priority: &prio,
+			Volumes: []corev1.Volume{{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSGuaranteed},
+	}
+	c, err := wasm.CompactPod(&p)
+	if err != nil {
+		panic(err)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// BenchmarkFilterBlock64 is one guest call of the scheduler's Filter walk: node-label-
+// filter over a block of 64 of 5,000 nodes (the block moving as the walk does, node
+// table warm), with the same pod every call and with a new pod every call (the pod of
+// each scheduling cycle is new to the guest), against the native logic over 64 nodes.
+func BenchmarkFilterBlock64(b *testing.B) {
+	nodes := benchNodes(5000)
+	for _, n := range nodes {
+		n.Labels["disk"] = "ssd"
+	}
+	b.Run("native", func(b *testing.B) {
+		i := 0
+		cpuLoop(b, func() {
+			for _, n := range nodes[i : i+64] {
+				if _, ok := n.Labels["disk"]; !ok {
+					b.Fatal("rejected")
+				}
+			}
+			i = (i + 64) % (len(nodes) - 64)
+		})
+	})
+	r := runtime(b)
+	p, err := pluginWith(b, r, "node-label-filter", `{"label":"disk"}`, wasm.Limits{Instances: 1, Timeout: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cache := wasm.NewNodeCache()
+	all := docs(b, cache, nodes)
+	size := 64
+	call := func(pod []byte, i int) {
+		in := &wasm.SchedulingInput{Pod: pod, Nodes: all[i : i+size], ClusterNodes: len(all)}
+		if _, err := p.Filter(context.Background(), in); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; i+64 <= len(all); i += 64 { // warm the node table
+		call(schedulingPod(0), i)
+	}
+	b.Run("wasm-same-pod-1-node", func(b *testing.B) {
+		size = 1
+		defer func() { size = 64 }()
+		pod, i := schedulingPod(0), 0
+		cpuLoop(b, func() {
+			call(pod, i)
+			i = (i + 64) % (len(all) - 64)
+		})
+	})
+	b.Run("wasm-tiny-pod-1-node", func(b *testing.B) {
+		size = 1
+		defer func() { size = 64 }()
+		i := 0
+		cpuLoop(b, func() {
+			call([]byte(podJSON), i)
+			i = (i + 64) % (len(all) - 64)
+		})
+	})
+	for _, fresh := range []bool{false, true} {
+		name := map[bool]string{false: "wasm-same-pod", true: "wasm-new-pod"}[fresh]
+		b.Run(name, func(b *testing.B) {
+			pods := make([][]byte, 64)
+			for k := range pods {
+				pods[k] = schedulingPod(k)
+			}
+			i, k := 0, 0
+			cpuLoop(b, func() {
+				pod := pods[0]
+				if fresh {
+					pod, k = pods[k], (k+1)%len(pods)
+				}
+				call(pod, i)
+				i = (i + 64) % (len(all) - 64)
+			})
+		})
+	}
 }

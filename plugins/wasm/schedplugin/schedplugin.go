@@ -31,6 +31,8 @@ type Caller interface {
 	Score(ctx context.Context, in *wasm.SchedulingInput) ([]int64, error)
 	// WantsRequested tells whether the guest reads "requested".
 	WantsRequested() bool
+	// WantsFullPods tells whether the guest asked for whole Pods, not compact ones.
+	WantsFullPods() bool
 }
 
 // Config describes one adapter.
@@ -176,8 +178,12 @@ func (p *filterScorePlugin) ScoreBatch(ctx context.Context, state *framework.Cyc
 // ScoreExtensions implements framework.ScorePlugin (see scorePlugin.ScoreExtensions).
 func (p *filterScorePlugin) ScoreExtensions() framework.ScoreExtensions { return nil }
 
-// podKey keeps the pod's JSON for the cycle, shared by every WASM plugin of the profile.
-const podKey framework.StateKey = "wasm/pod"
+// podKey and fullPodKey keep the pod's compact and whole JSON for the cycle, shared by
+// every WASM plugin of the profile.
+const (
+	podKey     framework.StateKey = "wasm/pod"
+	fullPodKey framework.StateKey = "wasm/pod/full"
+)
 
 // podDoc is the pod serialized once per cycle. It is immutable, so Clone shares it.
 type podDoc struct{ b []byte }
@@ -222,15 +228,28 @@ type scoreResult struct {
 // Clone implements framework.StateData (safe for concurrent use: shared).
 func (r *scoreResult) Clone() framework.StateData { return r }
 
+// podJSON is the pod document the guest asked for (ABI §7.5), serialized once per cycle.
 func (a *adapter) podJSON(state *framework.CycleState, pod *v1.Pod) ([]byte, error) {
-	if d, err := framework.ReadAs[*podDoc](state, podKey); err == nil {
+	key, full := podKey, a.cfg.Plugin.WantsFullPods()
+	if full {
+		key = fullPodKey
+	}
+	if d, err := framework.ReadAs[*podDoc](state, key); err == nil {
 		return d.b, nil
 	}
-	b, err := json.Marshal(pod)
+	var doc any = pod
+	if !full {
+		c, err := wasm.CompactPod(pod)
+		if err != nil {
+			return nil, err
+		}
+		doc = c
+	}
+	b, err := json.Marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("encode pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	state.Write(podKey, &podDoc{b: b})
+	state.Write(key, &podDoc{b: b})
 	return b, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/wasmplane/wasmplane/plugins/wasm"
 	"github.com/wasmplane/wasmplane/plugins/wasm/schedplugin"
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
+	v1 "k8s.io/api/core/v1"
 )
 
 // recorder is a Caller that records the batches it is asked about; it rejects the
@@ -20,12 +21,15 @@ type recorder struct {
 	batches [][]string
 	reject  map[string]bool
 	fail    error
+	full    bool     // the guest asked for whole pods
+	pods    []string // the pod document of each call
 }
 
 func (r *recorder) Filter(_ context.Context, in *wasm.SchedulingInput) (*abi.FilterResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var names []string
+	r.pods = append(r.pods, string(in.Pod))
 	resp := &abi.FilterResponse{}
 	for _, d := range in.Nodes {
 		names = append(names, d.Name)
@@ -44,6 +48,8 @@ func (r *recorder) Score(context.Context, *wasm.SchedulingInput) ([]int64, error
 }
 
 func (r *recorder) WantsRequested() bool { return false }
+
+func (r *recorder) WantsFullPods() bool { return r.full }
 
 // TestFilterWindows: Filter asks the guest about a window of the candidate nodes from
 // the first unjudged node the framework asks about, not about the whole cluster, and
@@ -188,5 +194,37 @@ func TestFilterBatchWalk(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPodDocument: the guest gets the compact pod document unless it asked for whole
+// pods, serialized once per cycle.
+func TestPodDocument(t *testing.T) {
+	nodes := cluster(200)
+	for _, full := range []bool{false, true} {
+		rec := &recorder{full: full}
+		ps := newFramework(t, framework.Extension{Plugin: adapter(t, schedplugin.Config{Name: "wasm:rec", Filter: true, Plugin: rec})}).Plugins()
+		ctx, p, state := context.Background(), pod("web", "100m"), framework.NewCycleState()
+		p.Spec.Volumes = []v1.Volume{{Name: "data"}}
+		if _, st := ps.RunPreFilterPlugins(ctx, state, p, nodes); !st.IsSuccess() {
+			t.Fatal(st.Err())
+		}
+		if _, _, err := ps.FindFeasible(ctx, state, p, nodes, 0, len(nodes)); err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.pods) < 2 {
+			t.Fatalf("full=%v: %d guest calls, want several blocks", full, len(rec.pods))
+		}
+		for _, doc := range rec.pods {
+			if doc != rec.pods[0] {
+				t.Fatalf("full=%v: the pod document changed within a cycle", full)
+			}
+		}
+		if got := strings.Contains(rec.pods[0], `"volumes"`); got != full {
+			t.Errorf("full=%v: pod document %s", full, rec.pods[0])
+		}
+		if !strings.Contains(rec.pods[0], `"cpu":"100m"`) {
+			t.Errorf("full=%v: pod document lacks the request: %s", full, rec.pods[0])
+		}
 	}
 }

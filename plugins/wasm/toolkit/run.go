@@ -185,7 +185,7 @@ func (r *Runner) Prepare(hook string, req json.RawMessage) (*Call, error) {
 		}
 		return &Call{Do: func(ctx context.Context) ([]byte, error) { return answer(r.p.Initialize(ctx, &ir)) }}, nil
 	}
-	in, err := schedulingInput(req)
+	in, err := schedulingInput(req, r.p.WantsFullPods())
 	if err != nil {
 		return nil, err
 	}
@@ -198,9 +198,10 @@ func (r *Runner) Prepare(hook string, req json.RawMessage) (*Call, error) {
 	}}, nil
 }
 
-// schedulingInput turns a filter/score request file into the host's input, serializing
-// nodes through a NodeCache as the scheduler does.
-func schedulingInput(req json.RawMessage) (*wasm.SchedulingInput, error) {
+// schedulingInput turns a filter/score request file into the host's input as the
+// scheduler builds it: the pod compact unless fullPods (ABI §7.5), nodes serialized
+// through a NodeCache.
+func schedulingInput(req json.RawMessage, fullPods bool) (*wasm.SchedulingInput, error) {
 	var sr struct {
 		Pod       json.RawMessage `json:"pod"`
 		Nodes     []corev1.Node   `json:"nodes"`
@@ -214,6 +215,19 @@ func schedulingInput(req json.RawMessage) (*wasm.SchedulingInput, error) {
 	}
 	if sr.Requested != nil && len(sr.Requested) != len(sr.Nodes) {
 		return nil, fmt.Errorf("scheduling request: %d \"requested\" entries for %d nodes", len(sr.Requested), len(sr.Nodes))
+	}
+	if !fullPods {
+		var pod corev1.Pod
+		if err := json.Unmarshal(sr.Pod, &pod); err != nil {
+			return nil, fmt.Errorf("scheduling request: pod: %w", err)
+		}
+		c, err := wasm.CompactPod(&pod)
+		if err != nil {
+			return nil, err
+		}
+		if sr.Pod, err = json.Marshal(c); err != nil {
+			return nil, fmt.Errorf("scheduling request: pod: %w", err)
+		}
 	}
 	cache := wasm.NewNodeCache()
 	in := &wasm.SchedulingInput{Pod: sr.Pod, Requested: sr.Requested}

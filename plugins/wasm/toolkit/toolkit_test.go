@@ -283,15 +283,27 @@ func errorsUnwrapAll(err error) error {
 }
 
 func TestSchedulingInput(t *testing.T) {
-	in, err := schedulingInput(json.RawMessage(`{"pod":{"metadata":{"name":"p"}},"nodes":[{"metadata":{"name":"a"}},{"metadata":{"name":"b","uid":"u","resourceVersion":"7"}}]}`))
+	const req = `{"pod":{"metadata":{"name":"p","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{}","a":"b"}},"spec":{"containers":[{"name":"c","image":"i","ports":[{"containerPort":80}]}],"volumes":[{"name":"v"}]}},"nodes":[{"metadata":{"name":"a"}},{"metadata":{"name":"b","uid":"u","resourceVersion":"7"}}]}`
+	in, err := schedulingInput(json.RawMessage(req), false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(in.Nodes) != 2 || in.Nodes[0].UID == "" || in.Nodes[0].UID == in.Nodes[1].UID || in.Nodes[1].ResourceVersion != "7" {
 		t.Fatalf("nodes = %+v %+v", in.Nodes[0], in.Nodes[1])
 	}
-	for _, bad := range []string{`{"nodes":[]}`, `{"pod":null}`, `{"pod":{},"nodes":[{}],"requested":[]}`, `{"pod":{},"nodes":{}}`} {
-		if _, err := schedulingInput(json.RawMessage(bad)); err == nil {
+	// The compact pod, as the scheduler sends it; whole with fullPods.
+	if want := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","annotations":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"i","resources":{}}]}}`; string(in.Pod) != want {
+		t.Errorf("compact pod %s, want %s", in.Pod, want)
+	}
+	full, err := schedulingInput(json.RawMessage(req), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(full.Pod), `"volumes"`) || !strings.Contains(string(full.Pod), "last-applied") {
+		t.Errorf("full pod %s lacks fields", full.Pod)
+	}
+	for _, bad := range []string{`{"nodes":[]}`, `{"pod":null}`, `{"pod":{},"nodes":[{}],"requested":[]}`, `{"pod":{},"nodes":{}}`, `{"pod":{"spec":7},"nodes":[]}`} {
+		if _, err := schedulingInput(json.RawMessage(bad), false); err == nil {
 			t.Errorf("schedulingInput(%s): want an error", bad)
 		}
 	}

@@ -80,8 +80,11 @@ type ConfigureRequest struct {
 type ConfigureResponse struct {
 	Error     string `json:"error,omitempty"`
 	FullNodes bool   `json:"fullNodes,omitempty"`
-	NodeTable bool   `json:"nodeTable,omitempty"`
-	Requested bool   `json:"requested,omitempty"`
+	// FullPods asks for the whole Pod in filter/score requests instead of the compact
+	// pod document of ABI §7.5.
+	FullPods  bool `json:"fullPods,omitempty"`
+	NodeTable bool `json:"nodeTable,omitempty"`
+	Requested bool `json:"requested,omitempty"`
 	// Packed asks for the packed filter/score framing of ABI §7.7 (with NodeTable only).
 	Packed bool `json:"packed,omitempty"`
 }

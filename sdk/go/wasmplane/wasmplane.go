@@ -20,6 +20,10 @@ import (
 // instance; an error rejects the configuration and fails the plugin's load.
 func RegisterConfigure(fn func(req *abi.ConfigureRequest) error) { guest.ConfigureFunc = fn }
 
+// RequestFullPods asks the host for the whole Pod in filter/score requests instead of
+// the compact pod document (ABI §7.5), for plugins that read fields abi.Pod lacks.
+func RequestFullPods() { guest.Flags.FullPods = true }
+
 // RequestFullNodes asks the host for full Node objects in filter/score requests.
 func RequestFullNodes() { guest.Flags.FullNodes = true }
 
