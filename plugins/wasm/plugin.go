@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wasmplane/wasmplane/sdk/go/abi"
 )
 
 // Limits bound what one plugin may use; zero fields take the defaults of sdk/ABI.md §6.
@@ -181,24 +183,20 @@ func (p *Plugin) Limits() Limits { return p.limits }
 
 // WantsRequested tells whether the current module's configure asked for "requested"
 // (ABI §7.5), so that a scheduler computes it only for plugins that read it.
-func (p *Plugin) WantsRequested() bool {
-	s := p.acquire()
-	if s == nil {
-		return false
-	}
-	defer s.release(context.Background())
-	return s.flags.Requested
-}
+func (p *Plugin) WantsRequested() bool { return p.flags().Requested }
 
 // WantsFullPods tells whether the current module's configure asked for whole Pods in
 // filter/score requests ("fullPods", ABI §7.5) rather than compact pod documents.
-func (p *Plugin) WantsFullPods() bool {
+func (p *Plugin) WantsFullPods() bool { return p.flags().FullPods }
+
+// flags is what the current module's configure asked for (zero when none is loaded).
+func (p *Plugin) flags() abi.ConfigureResponse {
 	s := p.acquire()
 	if s == nil {
-		return false
+		return abi.ConfigureResponse{}
 	}
 	defer s.release(context.Background())
-	return s.flags.FullPods
+	return s.flags
 }
 
 func (p *Plugin) acquire() *instanceSet {
