@@ -19,6 +19,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -52,6 +53,7 @@ func main() {
 	lang := flag.String("lang", "go", "the language of the example WASM plugins -plugins loads: go or rust")
 	peer := flag.String("peer", "", "path of a kube-scheduler binary: run wasmplane's scheduler, then this one, each on a fresh in-process server, same nodes and pods")
 	peerArgs := flag.String("peer-args", "--kube-api-qps=1000 --kube-api-burst=2000", "extra kube-scheduler flags (space-separated) for -peer")
+	rounds := flag.Int("rounds", 1, "repeat the runs (both sides of -plugins compare or -peer, in turn) this many times and print each round's ratio and the median: one run pair varies by ±15 % on a 2-core machine")
 	peerConfig := flag.String("peer-config", "", "a KubeSchedulerConfiguration file for -peer (the string KUBECONFIG in it is replaced by the server's kubeconfig path; -peer-args then only adds flags)")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -88,24 +90,44 @@ func main() {
 		}
 		runs = []runSpec{{}, {peer: *peer}}
 	}
-	for _, r := range runs {
+	label := func(r runSpec) string {
 		switch {
 		case r.plugins != "":
-			fmt.Printf("plugins: %s\n", r.plugins)
-		case *peer != "" && r.peer == "":
-			fmt.Println("scheduler: wasmplane")
+			return "plugins: " + r.plugins
 		case r.peer != "":
-			fmt.Printf("scheduler: %s %s\n", r.peer, *peerArgs)
+			return "scheduler: " + r.peer + " " + *peerArgs
+		case *peer != "":
+			return "scheduler: wasmplane"
 		}
-		p := peerRun{path: r.peer, args: strings.Fields(*peerArgs), config: *peerConfig}
-		if p.config != "" {
-			p.args = nil
+		return ""
+	}
+	var ratios []float64
+	for round := 1; round <= max(*rounds, 1); round++ {
+		var got []float64
+		for _, r := range runs {
+			if l := label(r); l != "" {
+				fmt.Println(l)
+			}
+			p := peerRun{path: r.peer, args: strings.Fields(*peerArgs), config: *peerConfig}
+			if p.config != "" {
+				p.args = nil
+			}
+			tput, err := run(*nodes, *pods, *workers, *kubeconfig, *noScheduler || r.peer != "", *proto, *precreate, *timeout, r.plugins, p)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "error:", err)
+				pprof.StopCPUProfile()
+				os.Exit(1)
+			}
+			got = append(got, tput)
 		}
-		if err := run(*nodes, *pods, *workers, *kubeconfig, *noScheduler || r.peer != "", *proto, *precreate, *timeout, r.plugins, p); err != nil {
-			fmt.Fprintln(os.Stderr, "error:", err)
-			pprof.StopCPUProfile()
-			os.Exit(1)
+		if len(got) == 2 {
+			ratios = append(ratios, got[1]/got[0])
+			fmt.Printf("round %d: %s %.1f pods/s, %s %.1f pods/s, ratio %.1f %%\n", round, label(runs[0]), got[0], label(runs[1]), got[1], 100*got[1]/got[0])
 		}
+	}
+	if len(ratios) > 1 {
+		sorted := slices.Sorted(slices.Values(ratios))
+		fmt.Printf("median ratio over %d rounds: %.1f %% (min %.1f %%, max %.1f %%)\n", len(ratios), 100*sorted[len(sorted)/2], 100*sorted[0], 100*sorted[len(sorted)-1])
 	}
 }
 
@@ -115,7 +137,9 @@ type peerRun struct {
 	args         []string
 }
 
-func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, precreate bool, timeout time.Duration, plugins string, peer peerRun) error {
+// run creates the nodes and pods, runs the scheduler under test and returns its
+// throughput in pods/s.
+func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, precreate bool, timeout time.Duration, plugins string, peer peerRun) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -124,14 +148,14 @@ func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, 
 	if kubeconfig == "" {
 		dir, err := os.MkdirTemp("", "wasmplane-bench-")
 		if err != nil {
-			return err
+			return 0, err
 		}
 		defer os.RemoveAll(dir)
 		// API server and scheduler only, as scheduler_perf: the node lifecycle controller
 		// would taint these kubelet-less nodes unreachable a few minutes into a long run.
 		inst, err := server.Start(ctx, server.Config{DataDir: dir, Port: 0, Logger: quiet, DisableScheduler: true, DisableControllers: true})
 		if err != nil {
-			return fmt.Errorf("starting server: %w", err)
+			return 0, fmt.Errorf("starting server: %w", err)
 		}
 		defer inst.Close()
 		rc = inst.RESTConfig()
@@ -139,7 +163,7 @@ func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, 
 	} else {
 		var err error
 		if rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
-			return err
+			return 0, err
 		}
 		rc.QPS, rc.Burst = -1, 0
 	}
@@ -149,11 +173,11 @@ func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, 
 	}
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	ns := fmt.Sprintf("bench-%d", time.Now().Unix())
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("namespace: %w", err)
+		return 0, fmt.Errorf("namespace: %w", err)
 	}
 
 	t0 := time.Now()
@@ -161,7 +185,7 @@ func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, 
 		_, err := client.CoreV1().Nodes().Create(ctx, benchNode(fmt.Sprintf("bench-node-%05d", i)), metav1.CreateOptions{})
 		return err
 	}); err != nil {
-		return fmt.Errorf("creating nodes: %w", err)
+		return 0, fmt.Errorf("creating nodes: %w", err)
 	}
 	fmt.Printf("created %d nodes in %v\n", numNodes, time.Since(t0).Round(time.Millisecond))
 
@@ -188,7 +212,7 @@ func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, 
 			}
 		},
 	}); err != nil {
-		return err
+		return 0, err
 	}
 	// Stop order matters: contexts first, then wait, then informer shutdown.
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -216,16 +240,16 @@ func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, 
 	if !noScheduler && peer.path == "" {
 		sc, err := kubernetes.NewForConfig(rest.CopyConfig(rc))
 		if err != nil {
-			return err
+			return 0, err
 		}
 		schedFactory = informers.NewSharedInformerFactory(sc, 0)
 		factories = append(factories, schedFactory)
 		if sched, err = scheduler.New(sc, schedFactory, scheduler.Config{Registerer: prometheus.NewRegistry(), Logger: quiet}); err != nil {
-			return err
+			return 0, err
 		}
 		t := time.Now()
 		if cleanup, err = addPlugins(ctx, sched, plugins, quiet); err != nil {
-			return err
+			return 0, err
 		}
 		defer func() {
 			if !running {
@@ -303,20 +327,20 @@ func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, 
 	if precreate {
 		start = time.Now()
 		if err := createPods(); err != nil {
-			return fmt.Errorf("creating pods: %w", err)
+			return 0, fmt.Errorf("creating pods: %w", err)
 		}
 		fmt.Printf("  %d pods created in %v before the scheduler started\n", numPods, time.Since(start).Round(time.Millisecond))
 		start = time.Now()
 		if err := startScheduler(); err != nil {
-			return err
+			return 0, err
 		}
 	} else {
 		if err := startScheduler(); err != nil {
-			return err
+			return 0, err
 		}
 		start = time.Now()
 		if err := createPods(); err != nil {
-			return fmt.Errorf("creating pods: %w", err)
+			return 0, fmt.Errorf("creating pods: %w", err)
 		}
 		created := time.Since(start)
 		fmt.Printf("  %d pods created in %v (%.0f creates/s)\n", numPods, created.Round(time.Millisecond), float64(numPods)/created.Seconds())
@@ -324,7 +348,7 @@ func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, 
 	select {
 	case <-allBound:
 	case <-ctx.Done():
-		return fmt.Errorf("only %d/%d pods bound: %w", bound.Load(), numPods, ctx.Err())
+		return 0, fmt.Errorf("only %d/%d pods bound: %w", bound.Load(), numPods, ctx.Err())
 	}
 	elapsed := time.Duration(lastBind.Load() - start.UnixNano())
 	sort.Slice(createLat, func(i, j int) bool { return createLat[i] < createLat[j] })
@@ -336,7 +360,7 @@ func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, 
 		fmt.Printf("  first create → last bind: %v\n", elapsed.Round(time.Millisecond))
 	}
 	fmt.Printf("  throughput: %.1f pods/s\n", float64(numPods)/elapsed.Seconds())
-	return nil
+	return float64(numPods) / elapsed.Seconds(), nil
 }
 
 func parallel(ctx context.Context, n, workers int, fn func(i int) error) error {
