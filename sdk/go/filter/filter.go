@@ -4,7 +4,9 @@
 package filter
 
 import (
+	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
 	"github.com/wasmplane/wasmplane/sdk/go/internal/guest"
@@ -56,6 +58,91 @@ func RegisterNode(fn func(pod *abi.Pod, node *abi.Node) (ok bool, reason string)
 		return resp, nil
 	})
 }
+
+// RegisterNodeVerdict registers a filter whose answer depends on the node alone (and
+// the configuration), never on the pod: judge runs when the host sends the node (once
+// per node version and instance) and its verdict is kept by slot, so a pod's call only
+// copies the kept verdicts, without calling plugin code or resolving nodes per node.
+// Use RegisterPrepared when the pod matters.
+func RegisterNodeVerdict(judge func(node *abi.Node) (ok bool, reason string)) {
+	kept := &slotVerdicts{fn: judge}
+	guest.WatchSlots(kept)
+	guest.Flags.NodeTable = true
+	guest.Flags.Packed = true
+	var resp abi.FilterResponse
+	handler = func(in, dst []byte) ([]byte, error) {
+		s, err := guest.DecodeSlots(in, false)
+		if err != nil {
+			return nil, err
+		}
+		if !s.Packed {
+			resp.Pass, resp.Reasons = resp.Pass[:0], resp.Reasons[:0]
+			for _, n := range s.Req.Nodes {
+				ok, reason := judge(n)
+				resp.Pass = append(resp.Pass, ok)
+				resp.Reasons = append(resp.Reasons, reason)
+			}
+			return guest.EncodeFilter(dst, &resp), nil
+		}
+		n := len(s.SlotBytes) / 4
+		dst = guest.PackedHeader(dst, n)
+		h := len(dst)
+		dst = slices.Grow(dst, n)[:h+n]
+		out, pass := dst[h:], kept.pass
+		rejected := false
+		for i := range n {
+			k := binary.LittleEndian.Uint32(s.SlotBytes[4*i:])
+			if int(k) >= len(pass) || pass[k] == undefinedVerdict {
+				return nil, guest.ErrUndefinedSlot(k)
+			}
+			out[i] = pass[k]
+			rejected = rejected || pass[k] == 0
+		}
+		if !rejected {
+			return dst, nil
+		}
+		first := true
+		for i := range n {
+			if dst[h+i] == 0 {
+				dst, first = guest.AppendPackedReason(dst, first, i, kept.reasons[binary.LittleEndian.Uint32(s.SlotBytes[4*i:])]), false
+			}
+		}
+		return guest.ClosePackedReasons(dst, first), nil
+	}
+}
+
+// undefinedVerdict marks a slot without a node in slotVerdicts.pass (1 passes, 0 not).
+const undefinedVerdict = 2
+
+// slotVerdicts keeps RegisterNodeVerdict's verdict on each slot's node, judged as the
+// host defines it.
+type slotVerdicts struct {
+	fn      func(*abi.Node) (bool, string)
+	pass    []byte
+	reasons []string
+}
+
+// Defined implements guest.SlotWatcher.
+func (c *slotVerdicts) Defined(k uint32, n *abi.Node) {
+	for int(k) >= len(c.pass) {
+		c.pass, c.reasons = append(c.pass, undefinedVerdict), append(c.reasons, "")
+	}
+	ok, reason := c.fn(n)
+	c.pass[k], c.reasons[k] = 0, reason
+	if ok {
+		c.pass[k], c.reasons[k] = 1, ""
+	}
+}
+
+// Forgotten implements guest.SlotWatcher.
+func (c *slotVerdicts) Forgotten(k uint32) {
+	if int(k) < len(c.pass) {
+		c.pass[k], c.reasons[k] = undefinedVerdict, ""
+	}
+}
+
+// Reset implements guest.SlotWatcher.
+func (c *slotVerdicts) Reset() { c.pass, c.reasons = c.pass[:0], c.reasons[:0] }
 
 // RegisterPrepared is RegisterNode for a filter that reads the node through a value
 // computed from the node alone: prepare runs once per node version (per instance) and

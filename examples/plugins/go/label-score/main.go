@@ -28,9 +28,8 @@ func init() {
 		return nil
 	})
 	// The score depends on the node alone, so it is computed once per node version and
-	// kept with the node (score.RegisterPrepared); each pod then reads it back.
-	score.RegisterPrepared(func(node *abi.Node) int64 { return labelScore(node.Metadata.Labels[cfg.Label]) },
-		func(_ *abi.Pod, _ *abi.Node, s int64) int64 { return s })
+	// kept with the node (score.RegisterNodeScore); each pod then reads it back.
+	score.RegisterNodeScore(func(node *abi.Node) int64 { return labelScore(node.Metadata.Labels[cfg.Label]) })
 }
 
 // labelScore turns a label value into a score: its integer value clamped to 0–100.

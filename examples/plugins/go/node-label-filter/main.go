@@ -32,25 +32,20 @@ func init() {
 		return nil
 	})
 	// The decision depends on the node alone, so it is made once per node version and
-	// kept with the node (filter.RegisterPrepared); each pod then reads it back.
-	filter.RegisterPrepared(judge, func(_ *abi.Pod, _ *abi.Node, v verdict) (bool, string) { return v.ok, v.reason })
+	// kept with the node (filter.RegisterNodeVerdict); each pod then reads it back.
+	filter.RegisterNodeVerdict(judge)
 }
 
-// verdict is a node's answer, the same for every pod.
-type verdict struct {
-	ok     bool
-	reason string
-}
-
-func judge(node *abi.Node) verdict {
+// judge is a node's answer, the same for every pod.
+func judge(node *abi.Node) (ok bool, reason string) {
 	v, ok := node.Metadata.Labels[cfg.Label]
 	if !ok {
-		return verdict{reason: fmt.Sprintf("node lacks label %q", cfg.Label)}
+		return false, fmt.Sprintf("node lacks label %q", cfg.Label)
 	}
 	if len(cfg.Values) > 0 && !slices.Contains(cfg.Values, v) {
-		return verdict{reason: fmt.Sprintf("node label %s=%s is not one of %v", cfg.Label, v, cfg.Values)}
+		return false, fmt.Sprintf("node label %s=%s is not one of %v", cfg.Label, v, cfg.Values)
 	}
-	return verdict{ok: true}
+	return true, ""
 }
 
 func main() {}

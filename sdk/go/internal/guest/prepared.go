@@ -33,9 +33,21 @@ func (p *Prepared[T]) miss(s *Scheduling, i int) T {
 	if s.Slots == nil {
 		return p.fn(n)
 	}
-	k := int(s.Slots[i])
-	if k >= len(p.nodes) {
-		size := max(k+1, len(slotNodes))
+	return p.missAt(s.Slots[i], n)
+}
+
+// At returns fn of node n in slot k (a request decoded by DecodeSlots), cached by slot
+// as Get does; small enough to inline into a plugin's per-node loop.
+func (p *Prepared[T]) At(k uint32, n *abi.Node) T {
+	if int(k) < len(p.nodes) && p.nodes[k] == n {
+		return p.vals[k]
+	}
+	return p.missAt(k, n)
+}
+
+func (p *Prepared[T]) missAt(k uint32, n *abi.Node) T {
+	if int(k) >= len(p.nodes) {
+		size := max(int(k)+1, len(slotNodes))
 		p.nodes = append(p.nodes, make([]*abi.Node, size-len(p.nodes))...)
 		p.vals = append(p.vals, make([]T, size-len(p.vals))...)
 	}

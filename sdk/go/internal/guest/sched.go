@@ -22,7 +22,23 @@ var (
 	// documents by small reused slots, so the table is an array.
 	slotNodes []*abi.Node
 	slotsV    []uint32
+	// slotWatchers are told of every change to slotNodes.
+	slotWatchers []SlotWatcher
 )
+
+// SlotWatcher follows the packed node table (ABI §7.7), so a handler can keep a value
+// per slot computed when the host defines the node rather than when a pod asks.
+type SlotWatcher interface {
+	// Defined is called when slot k receives node n (replacing what it held).
+	Defined(k uint32, n *abi.Node)
+	// Forgotten is called when slot k is emptied.
+	Forgotten(k uint32)
+	// Reset is called when every slot is emptied.
+	Reset()
+}
+
+// WatchSlots adds w to the watchers of the packed node table.
+func WatchSlots(w SlotWatcher) { slotWatchers = append(slotWatchers, w) }
 
 // Scheduling is a decoded filter/score request.
 type Scheduling struct {
@@ -33,20 +49,52 @@ type Scheduling struct {
 	// Slots (packed only) is each node's slot: the same slot names the same decoded node
 	// until the host defines another document in it.
 	Slots []uint32
+	// SlotBytes (packed only) is the request's slot array as it arrived: 4 little-endian
+	// bytes per node. A request decoded by DecodeSlots leaves Req.Nodes and Slots empty
+	// and the caller resolves the slots itself (SlotNode), in its own loop over the nodes.
+	SlotBytes []byte
 }
 
 // DecodeAny decodes a filter/score request in either framing (ABI §7.6 or §7.7).
 func DecodeAny(in []byte) (Scheduling, error) {
 	if len(in) > 0 && in[0] == abi.PackedMagic[0] {
-		return decodePacked(in)
+		return decodePacked(in, true, true)
 	}
 	req, err := DecodeScheduling(in)
 	return Scheduling{Req: req}, err
 }
 
+// DecodeSlots is DecodeAny, but a packed request's nodes are left unresolved: a plugin
+// loop that reads each node once resolves it with SlotNode as it goes, which saves a
+// WebAssembly guest a second pass over thousands of nodes. Without withPod a packed
+// request's pod is not decoded either (Req.Pod is nil): decoding a new pod costs a Go
+// guest more than a 64-node call, and a node-only handler never reads it.
+func DecodeSlots(in []byte, withPod bool) (Scheduling, error) {
+	if len(in) > 0 && in[0] == abi.PackedMagic[0] {
+		return decodePacked(in, false, withPod)
+	}
+	return DecodeAny(in)
+}
+
+// SlotNode returns the node in slot k of the packed node table, or nil if the host
+// never defined it (a broken request).
+func SlotNode(k uint32) *abi.Node {
+	if uint64(k) < uint64(len(slotNodes)) {
+		return slotNodes[k]
+	}
+	return nil
+}
+
+// ErrUndefinedSlot is the error of a request naming a slot k the host never defined on
+// this instance.
+func ErrUndefinedSlot(k uint32) error {
+	return fmt.Errorf("node slot %d was never defined on this instance", k)
+}
+
 // decodePacked decodes a packed request: the header, the slot array, then the JSON
-// object of §7.6 without "nodes" (ABI §7.7).
-func decodePacked(in []byte) (Scheduling, error) {
+// object of §7.6 without "nodes" (ABI §7.7); resolve fills Req.Nodes and Slots, withPod
+// Req.Pod.
+func decodePacked(in []byte, resolve, withPod bool) (Scheduling, error) {
 	if len(in) < abi.PackedHeader || string(in[:len(abi.PackedMagic)]) != abi.PackedMagic {
 		return Scheduling{}, errors.New("decode scheduling request: bad packed header")
 	}
@@ -78,6 +126,9 @@ func decodePacked(in []byte) (Scheduling, error) {
 	if reset {
 		clear(slotNodes)
 		slotNodes = slotNodes[:0]
+		for _, w := range slotWatchers {
+			w.Reset()
+		}
 	}
 	if len(forget) > 0 && string(forget) != "null" {
 		ks, err := ParseUints(forget, keys[:0])
@@ -87,6 +138,9 @@ func decodePacked(in []byte) (Scheduling, error) {
 		for _, k := range ks {
 			if k < uint64(len(slotNodes)) {
 				slotNodes[k] = nil
+				for _, w := range slotWatchers {
+					w.Forgotten(uint32(k))
+				}
 			}
 		}
 	}
@@ -97,8 +151,18 @@ func decodePacked(in []byte) (Scheduling, error) {
 	}
 	req := &sreq
 	*req = abi.SchedulingRequest{Nodes: nodesV[:0]}
-	if req.Pod, err = decodePod(pod); err != nil {
-		return Scheduling{}, err
+	if withPod {
+		if req.Pod, err = decodePod(pod); err != nil {
+			return Scheduling{}, err
+		}
+	}
+	if len(requested) > 0 {
+		if err := json.Unmarshal(requested, &req.Requested); err != nil {
+			return Scheduling{}, fmt.Errorf("decode requested: %w", err)
+		}
+	}
+	if !resolve {
+		return Scheduling{Req: req, Packed: true, SlotBytes: slotBytes}, nil
 	}
 	// Sized once and filled by index: this loop runs once per node of every call.
 	nodes, slots := slices.Grow(req.Nodes, n)[:n], slices.Grow(slotsV[:0], n)[:n]
@@ -106,18 +170,13 @@ func decodePacked(in []byte) (Scheduling, error) {
 	for i := range nodes {
 		k := binary.LittleEndian.Uint32(slotBytes[4*i:])
 		if uint64(k) >= uint64(len(table)) || table[k] == nil {
-			return Scheduling{}, fmt.Errorf("node slot %d was never defined on this instance", k)
+			return Scheduling{}, ErrUndefinedSlot(k)
 		}
 		nodes[i], slots[i] = table[k], k
 	}
 	req.Nodes = nodes
 	nodesV, slotsV = req.Nodes, slots
-	if len(requested) > 0 {
-		if err := json.Unmarshal(requested, &req.Requested); err != nil {
-			return Scheduling{}, fmt.Errorf("decode requested: %w", err)
-		}
-	}
-	return Scheduling{Req: req, Packed: true, Slots: slots}, nil
+	return Scheduling{Req: req, Packed: true, Slots: slots, SlotBytes: slotBytes}, nil
 }
 
 // maxSlot bounds packed slots: the host keeps them below twice the cluster plus 1024
@@ -132,6 +191,9 @@ func putSlot(k uint64, n *abi.Node) error {
 		slotNodes = append(slotNodes, make([]*abi.Node, int(k)+1-len(slotNodes))...)
 	}
 	slotNodes[k] = n
+	for _, w := range slotWatchers {
+		w.Defined(uint32(k), n)
+	}
 	return nil
 }
 
@@ -429,6 +491,16 @@ func EncodeScores(dst []byte, scores []int64) []byte {
 	return append(dst, "]}"...)
 }
 
+// PackedRequest builds a packed filter/score request as the host does (ABI §7.7): the
+// slots, then obj, the JSON part. Tests of handlers use it.
+func PackedRequest(slots []uint32, obj string) []byte {
+	b := binary.LittleEndian.AppendUint32([]byte(abi.PackedMagic), uint32(len(slots)))
+	for _, s := range slots {
+		b = binary.LittleEndian.AppendUint32(b, s)
+	}
+	return append(b, obj...)
+}
+
 // PackedHeader appends the header of a packed answer for n nodes (ABI §7.7).
 func PackedHeader(dst []byte, n int) []byte {
 	dst = append(dst, abi.PackedMagic...)
@@ -457,20 +529,30 @@ func EncodeFilterPacked(dst []byte, r *abi.FilterResponse) []byte {
 	}
 	first := true
 	for i, s := range r.Reasons {
-		if s == "" {
-			continue
+		if s != "" {
+			dst, first = AppendPackedReason(dst, first, i, s), false
 		}
-		if first {
-			dst = append(dst, '{')
-			first = false
-		} else {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, '"')
-		dst = AppendInt(dst, int64(i))
-		dst = append(dst, '"', ':')
-		dst = AppendString(dst, s)
 	}
+	return ClosePackedReasons(dst, first)
+}
+
+// AppendPackedReason appends the reason of node i to a packed filter answer's reasons
+// object; first is true for the object's first member.
+func AppendPackedReason(dst []byte, first bool, i int, reason string) []byte {
+	if first {
+		dst = append(dst, '{')
+	} else {
+		dst = append(dst, ',')
+	}
+	dst = append(dst, '"')
+	dst = AppendInt(dst, int64(i))
+	dst = append(dst, '"', ':')
+	return AppendString(dst, reason)
+}
+
+// ClosePackedReasons ends the reasons object, if AppendPackedReason began one (first is
+// false).
+func ClosePackedReasons(dst []byte, first bool) []byte {
 	if !first {
 		dst = append(dst, '}')
 	}

@@ -8,14 +8,6 @@ import (
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
 )
 
-func packedRequest(slots []uint32, obj string) []byte {
-	b := binary.LittleEndian.AppendUint32([]byte(abi.PackedMagic), uint32(len(slots)))
-	for _, s := range slots {
-		b = binary.LittleEndian.AppendUint32(b, s)
-	}
-	return append(b, obj...)
-}
-
 // TestDecodePacked defines nodes by slot, reuses a slot for a changed node, forgets,
 // resets, and checks that Prepared recomputes exactly when a slot's node changes.
 func TestDecodePacked(t *testing.T) {
@@ -31,7 +23,7 @@ func TestDecodePacked(t *testing.T) {
 		}
 		return out
 	}
-	s, err := DecodeAny(packedRequest([]uint32{1, 0}, `{"pod":{"metadata":{"name":"p"}},"reset":true,"define":[{"key":0,"node":{"metadata":{"name":"a"}}},{"key":1,"node":{"metadata":{"name":"b"}}}]}`))
+	s, err := DecodeAny(PackedRequest([]uint32{1, 0}, `{"pod":{"metadata":{"name":"p"}},"reset":true,"define":[{"key":0,"node":{"metadata":{"name":"a"}}},{"key":1,"node":{"metadata":{"name":"b"}}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,25 +31,25 @@ func TestDecodePacked(t *testing.T) {
 		t.Fatalf("got %+v, %d prepare calls", s, calls)
 	}
 	// Same nodes again: nothing is prepared anew.
-	s, err = DecodeAny(packedRequest([]uint32{0, 1}, `{"pod":{"metadata":{"name":"p"}}}`))
+	s, err = DecodeAny(PackedRequest([]uint32{0, 1}, `{"pod":{"metadata":{"name":"p"}}}`))
 	if err != nil || !reflect.DeepEqual(names(s), []string{"a", "b"}) || calls != 2 {
 		t.Fatalf("got %+v, %v, %d prepare calls", s, err, calls)
 	}
 	// b changed: its new document takes its slot; only it is prepared again.
-	s, err = DecodeAny(packedRequest([]uint32{0, 1}, `{"pod":{},"forget":[1],"define":[{"key":1,"node":{"metadata":{"name":"b2"}}}]}`))
+	s, err = DecodeAny(PackedRequest([]uint32{0, 1}, `{"pod":{},"forget":[1],"define":[{"key":1,"node":{"metadata":{"name":"b2"}}}]}`))
 	if err != nil || !reflect.DeepEqual(names(s), []string{"a", "b2"}) || calls != 3 {
 		t.Fatalf("got %+v, %v, %d prepare calls", s, err, calls)
 	}
-	if _, err := DecodeAny(packedRequest([]uint32{0}, `{"pod":{},"forget":[0]}`)); err == nil {
+	if _, err := DecodeAny(PackedRequest([]uint32{0}, `{"pod":{},"forget":[0]}`)); err == nil {
 		t.Fatal("a forgotten slot resolved")
 	}
-	if _, err := DecodeAny(packedRequest([]uint32{1}, `{"pod":{},"reset":true}`)); err == nil {
+	if _, err := DecodeAny(PackedRequest([]uint32{1}, `{"pod":{},"reset":true}`)); err == nil {
 		t.Fatal("a slot resolved after reset")
 	}
 	for _, bad := range [][]byte{
-		packedRequest([]uint32{7}, `{"pod":{}}`),
-		packedRequest(nil, `{"pod":{},"define":[{"key":99999999,"node":{}}]}`),
-		packedRequest(nil, `not json`),
+		PackedRequest([]uint32{7}, `{"pod":{}}`),
+		PackedRequest(nil, `{"pod":{},"define":[{"key":99999999,"node":{}}]}`),
+		PackedRequest(nil, `not json`),
 		[]byte(abi.PackedMagic + "\xff\xff\xff\x7f{}"),
 		[]byte("\x00wp"),
 	} {
