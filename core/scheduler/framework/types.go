@@ -2,6 +2,7 @@ package framework
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -232,6 +233,33 @@ type NodeInfo struct {
 	ImageSizes map[string]int64
 	// Generation increases on every change (the cache uses it for incremental snapshots).
 	Generation int64
+	// derived is what a plugin computed from the node object alone (see Derived).
+	derived atomic.Pointer[derived]
+}
+
+// derived is a value computed from one node object, kept by owner.
+type derived struct {
+	node  *v1.Node
+	owner any
+	v     any
+}
+
+// Derived returns the value owner stored (StoreDerived) for this NodeInfo's current node
+// object, or nil. It lets a plugin keep what it computes from the node alone (a WASM
+// plugin's serialized node document) with the snapshot's NodeInfo, carried across
+// clones, instead of looking it up per node and pod; a new node object makes it nil.
+// One value is kept: another owner's StoreDerived replaces it (the scheduler's WASM
+// plugins share one owner, their node-document cache).
+func (n *NodeInfo) Derived(owner any) any {
+	if d := n.derived.Load(); d != nil && d.node == n.node && d.owner == owner {
+		return d.v
+	}
+	return nil
+}
+
+// StoreDerived keeps v for owner and this NodeInfo's current node object (see Derived).
+func (n *NodeInfo) StoreDerived(owner, v any) {
+	n.derived.Store(&derived{node: n.node, owner: owner, v: v})
 }
 
 // NewNodeInfo builds a node info holding pods (the node is set with SetNode).
@@ -313,6 +341,7 @@ func (n *NodeInfo) Clone() *NodeInfo {
 		ImageSizes:       n.ImageSizes,
 		Generation:       n.Generation,
 	}
+	c.derived.Store(n.derived.Load())
 	for ip, s := range n.UsedPorts {
 		c.UsedPorts[ip] = s.Clone()
 	}

@@ -263,13 +263,17 @@ func (a *adapter) input(state *framework.CycleState, pod *v1.Pod, nodes []*frame
 	// the guest's node table (Score gets a different subset of the nodes for each pod).
 	in := &wasm.SchedulingInput{Pod: pb, Nodes: make([]*wasm.NodeDocument, 0, len(nodes)), ClusterNodes: a.cfg.Nodes.Len()}
 	for _, ni := range nodes {
-		n := ni.Node()
-		if n == nil {
-			return nil, errors.New("a candidate node has no Node object")
-		}
-		d, err := a.cfg.Nodes.Document(n)
-		if err != nil {
-			return nil, err
+		d, ok := ni.Derived(a.cfg.Nodes).(*wasm.NodeDocument)
+		if !ok {
+			n := ni.Node()
+			if n == nil {
+				return nil, errors.New("a candidate node has no Node object")
+			}
+			var err error
+			if d, err = a.cfg.Nodes.Document(n); err != nil {
+				return nil, err
+			}
+			ni.StoreDerived(a.cfg.Nodes, d)
 		}
 		in.Nodes = append(in.Nodes, d)
 	}

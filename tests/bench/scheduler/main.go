@@ -122,12 +122,12 @@ func main() {
 		}
 		if len(got) == 2 {
 			ratios = append(ratios, got[1]/got[0])
-			fmt.Printf("round %d: %s %.1f pods/s, %s %.1f pods/s, ratio %.1f %%\n", round, label(runs[0]), got[0], label(runs[1]), got[1], 100*got[1]/got[0])
+			fmt.Printf("round %d: %s %.1f pods/s, %s %.1f pods/s, second/first %.1f %%\n", round, label(runs[0]), got[0], label(runs[1]), got[1], 100*got[1]/got[0])
 		}
 	}
 	if len(ratios) > 1 {
 		sorted := slices.Sorted(slices.Values(ratios))
-		fmt.Printf("median ratio over %d rounds: %.1f %% (min %.1f %%, max %.1f %%)\n", len(ratios), 100*sorted[len(sorted)/2], 100*sorted[0], 100*sorted[len(sorted)-1])
+		fmt.Printf("median second/first over %d rounds: %.1f %% (min %.1f %%, max %.1f %%)\n", len(ratios), 100*sorted[len(sorted)/2], 100*sorted[0], 100*sorted[len(sorted)-1])
 	}
 }
 
