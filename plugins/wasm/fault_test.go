@@ -70,6 +70,8 @@ func TestFaultyPluginsAreContained(t *testing.T) {
 			if slices.Min(times) > limit {
 				t.Errorf("calls took %v, want one ≤ %v", times, limit)
 			}
+			// The discarded instances are replaced ahead of need, in the background.
+			waitIdle(t, p, 1)
 			for i := range 1000 {
 				resp, err := p.Authenticate(context.Background(), &abi.AuthenticateRequest{Method: "GET", Path: "/"})
 				if err != nil || resp.Authenticated {
@@ -152,5 +154,22 @@ func TestNotImplementedAndClosed(t *testing.T) {
 	}
 	if _, err := p.Validate(context.Background(), admission); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after close: %v, want closed", err)
+	}
+}
+
+// waitIdle waits, with a deadline, until p's current instance set has n idle instances
+// without any call asking for them.
+func waitIdle(t *testing.T, p *Plugin, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		set := p.cur.Load()
+		if set != nil && set.idleInstances() >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle instances after 10 s, want %d", set.idleInstances(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -138,10 +138,41 @@ func (s *instanceSet) put(ctx context.Context, in *instance, discard bool) {
 	if discard {
 		in.close(ctx)
 		<-s.slots
+		s.refill(ctx)
 		return
 	}
 	s.idle <- in
 }
+
+// refill starts a replacement in the background when a discard left the set below the
+// instances it is sized for: the pool stays created ahead of need, so the call after a
+// trap does not wait for an instantiation (milliseconds for a standard-Go guest). The
+// replacement holds a reference, like grow's, so a drain meanwhile closes it in the pool.
+func (s *instanceSet) refill(ctx context.Context) {
+	if len(s.slots) >= s.p.limits.Instances || !s.tryAcquire() {
+		return
+	}
+	select {
+	case s.slots <- struct{}{}:
+	default: // the pool is at its maximum after all
+		s.release(ctx)
+		return
+	}
+	go func() {
+		ctx := context.WithoutCancel(ctx)
+		defer s.release(ctx)
+		in, err := s.newInstance(ctx)
+		if err != nil {
+			<-s.slots
+			s.p.r.log.Warn("replacing a discarded instance", "plugin", s.p.label, "err", err)
+			return
+		}
+		s.idle <- in
+	}()
+}
+
+// idleInstances is how many instances wait for a call (tests).
+func (s *instanceSet) idleInstances() int { return len(s.idle) }
 
 func (s *instanceSet) closeIdle(ctx context.Context) {
 	s.mu.Lock()
