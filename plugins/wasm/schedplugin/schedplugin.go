@@ -138,8 +138,8 @@ func (p *scorePlugin) ScoreBatch(ctx context.Context, state *framework.CycleStat
 	return p.a.scoreBatch(ctx, state, pod, nodes, out)
 }
 
-// ScoreExtensions implements framework.ScorePlugin: PreScore already clamps the guest's
-// scores into [0, 100], so there is nothing to normalize.
+// ScoreExtensions implements framework.ScorePlugin: the adapter clamps the guest's scores
+// into [0, 100] as it reads them, so there is nothing to normalize.
 func (p *scorePlugin) ScoreExtensions() framework.ScoreExtensions { return nil }
 
 // Name implements framework.Plugin.
