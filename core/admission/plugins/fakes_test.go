@@ -82,7 +82,10 @@ func (f *fakeReader) UpdateQuotaStatus(_ context.Context, q *corev1.ResourceQuot
 	return nil
 }
 
-func itoa(i int) string { return resource.NewQuantity(int64(i), resource.DecimalSI).String() }
+// itoa names the fake's i-th write. The prefix keeps it apart from the resourceVersions
+// tests give their objects ("1"), or a copy listed before the first write would still
+// match after it and a stale charge would pass.
+func itoa(i int) string { return "w" + resource.NewQuantity(int64(i), resource.DecimalSI).String() }
 
 func attrs(op admission.Operation, resourceName string, obj runtime.Object) *admission.Attributes {
 	a := &admission.Attributes{Operation: op, Namespace: "ns", Object: obj,
