@@ -97,40 +97,66 @@ func NewStore(max int) *Store {
 }
 
 // Begin starts the record of key (e.g. "pods/ns/name") for uid with steps, replacing an
-// older record of the same key.
+// older object's record of the same key. Steps already reported for uid are kept after
+// steps: a watcher (the scheduler) can see the object, act and report before the create
+// that wrote it has recorded its own steps.
 func (s *Store) Begin(key, uid string, steps []Step) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if r, ok := s.recs[key]; ok && r.UID == uid {
+		r.Steps = clip(append(append([]Step(nil), steps...), r.Steps...))
+		return
+	}
+	s.put(key, &Record{UID: uid, Steps: clip(steps)})
+}
+
+// put sets key's record, dropping the oldest records past the bound. Callers hold mu.
+func (s *Store) put(key string, r *Record) {
 	if _, ok := s.recs[key]; !ok {
 		s.order = append(s.order, key)
 	}
-	s.recs[key] = &Record{UID: uid, Steps: clip(steps)}
+	s.recs[key] = r
 	for len(s.order) > s.max {
 		delete(s.recs, s.order[0])
 		s.order = s.order[1:]
 	}
 }
 
-// Append adds steps to key's record if it belongs to uid.
+// early starts key's record for uid with a step reported before the object's own Begin
+// (see Begin); it reports false when key holds another object's record. Callers hold mu.
+func (s *Store) early(key, uid string) (*Record, bool) {
+	r, ok := s.recs[key]
+	switch {
+	case !ok:
+		r = &Record{UID: uid}
+		s.put(key, r)
+	case r.UID != uid:
+		return nil, false
+	}
+	return r, true
+}
+
+// Append adds steps to key's record if it belongs to uid; a key without a record starts
+// one for uid (steps reported before the object's own Begin, see Begin).
 func (s *Store) Append(key, uid string, steps ...Step) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.recs[key]
-	if !ok || r.UID != uid {
+	r, ok := s.early(key, uid)
+	if !ok {
 		return
 	}
 	r.Steps = clip(append(r.Steps, steps...))
 }
 
-// Fold adds step to key's record if it belongs to uid, or, when the record's last step is
+// Fold adds step to key's record if it belongs to uid (starting one, as Append does), or, when the record's last step is
 // the same step with the same outcome (component, step, result and detail), counts it
 // there instead: a pod that fails to schedule the same way a thousand times costs one
 // row, and its earlier steps are not clipped away.
 func (s *Store) Fold(key, uid string, step Step) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.recs[key]
-	if !ok || r.UID != uid {
+	r, ok := s.early(key, uid)
+	if !ok {
 		return
 	}
 	if n := len(r.Steps); n > 0 {

@@ -128,3 +128,56 @@ func TestFoldCountsRepeatedAttempts(t *testing.T) {
 		t.Fatalf("a new outcome was folded into the old one: %+v", r.Steps[2])
 	}
 }
+
+// TestStepsReportedBeforeBegin: a watcher can act on an object (the scheduler reports a
+// failed attempt) before the create that wrote it has called Begin. Those steps are kept
+// after the create's own, whether they were appended or folded; a report for another
+// object under the same key is still ignored, and a recreated object starts afresh.
+func TestStepsReportedBeforeBegin(t *testing.T) {
+	cases := []struct {
+		name   string
+		report func(s *Store)
+		want   []string
+	}{
+		{"fold", func(s *Store) {
+			s.Fold("pods/ns/p", "u1", Step{Component: "scheduler", Result: "unschedulable"})
+			s.Fold("pods/ns/p", "u1", Step{Component: "scheduler", Result: "unschedulable"})
+		}, []string{"storage", "scheduler"}},
+		{"append", func(s *Store) { s.Append("pods/ns/p", "u1", Step{Component: "binding"}) }, []string{"storage", "binding"}},
+		{"another object's report", func(s *Store) {
+			s.Begin("pods/ns/p", "u0", []Step{{Component: "old"}})
+			s.Fold("pods/ns/p", "u1", Step{Component: "scheduler"})
+		}, []string{"storage"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewStore(8)
+			tc.report(s)
+			s.Begin("pods/ns/p", "u1", []Step{{Component: "storage"}})
+			r, ok := s.Get("pods/ns/p")
+			if !ok || r.UID != "u1" {
+				t.Fatalf("record %+v, %v", r, ok)
+			}
+			var got []string
+			for _, st := range r.Steps {
+				got = append(got, st.Component)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("steps %v, want %v", got, tc.want)
+			}
+			if tc.name == "fold" && r.Steps[1].Count != 2 {
+				t.Errorf("two identical early reports counted %d, want 2", r.Steps[1].Count)
+			}
+		})
+	}
+	// A recreated object (new uid) replaces the record, early steps or not.
+	s := NewStore(8)
+	s.Begin("pods/ns/p", "u1", []Step{{Component: "storage"}})
+	s.Begin("pods/ns/p", "u2", []Step{{Component: "storage2"}})
+	if r, _ := s.Get("pods/ns/p"); r.UID != "u2" || len(r.Steps) != 1 || r.Steps[0].Component != "storage2" {
+		t.Fatalf("recreated object's record %+v", r)
+	}
+	if s.Len() != 1 {
+		t.Fatalf("%d records for one key", s.Len())
+	}
+}
