@@ -3,6 +3,8 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/wasmplane/wasmplane/core/admission"
 	"github.com/wasmplane/wasmplane/core/admission/plugins"
@@ -38,7 +40,7 @@ func (c *builtinChain) Validate(ctx context.Context, a *admission.Attributes) er
 // builtinAdmission builds the chain of built-in plugins reading s's registry, followed by
 // the dynamic sources.
 func builtinAdmission(s *Server, sources []admission.Source) registry.Admission {
-	r := registryReader{s}
+	r := registryReader{s: s, liveRanges: &liveLookups{}}
 	sa := &plugins.ServiceAccount{Accounts: r}
 	lr := &plugins.LimitRanger{Ranges: r}
 	pr := &plugins.Priority{Classes: r}
@@ -64,7 +66,56 @@ func (l lifecycleMutator) Admit(ctx context.Context, a *admission.Attributes) er
 
 // registryReader serves the plugins' lookups from the server's stores: reads from the
 // watch cache (resourceVersion 0), with a quorum read where a miss could be a lag.
-type registryReader struct{ s *Server }
+type registryReader struct {
+	s *Server
+	// liveRanges keeps LimitRange lists read from etcd because the cache had none.
+	liveRanges *liveLookups
+}
+
+// liveTTL is how long a live LimitRange lookup is reused, as Kubernetes' LimitRanger
+// does: the cache lags by milliseconds, so only a namespace's first creates after a
+// LimitRange appears need etcd, and a namespace without any costs one read per TTL.
+const liveTTL = 30 * time.Second
+
+// maxLiveLookups bounds liveLookups; past it the oldest half of the entries is dropped.
+const maxLiveLookups = 4096
+
+// liveLookups is a small TTL cache of live LimitRange lists by namespace.
+type liveLookups struct {
+	mu sync.Mutex
+	m  map[string]liveLookup
+}
+
+type liveLookup struct {
+	items   []corev1.LimitRange
+	expires time.Time
+}
+
+func (l *liveLookups) get(ns string, now time.Time) ([]corev1.LimitRange, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.m[ns]
+	if !ok || now.After(e.expires) {
+		return nil, false
+	}
+	return e.items, true
+}
+
+func (l *liveLookups) put(ns string, items []corev1.LimitRange, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]liveLookup{}
+	}
+	if len(l.m) >= maxLiveLookups {
+		for k, e := range l.m { // drop what has expired, else half of the entries
+			if now.After(e.expires) || len(l.m) >= maxLiveLookups/2 {
+				delete(l.m, k)
+			}
+		}
+	}
+	l.m[ns] = liveLookup{items: items, expires: now.Add(liveTTL)}
+}
 
 func (r registryReader) store(gr schema.GroupResource) (*registry.Store, error) {
 	st := r.s.stores[gr]
@@ -105,12 +156,28 @@ func (r registryReader) GetServiceAccount(ctx context.Context, namespace, name s
 }
 
 // ListLimitRanges implements plugins.LimitRangeLister.
+// A namespace without LimitRanges in the watch cache is read again from etcd (and that
+// answer reused for liveTTL), as Kubernetes' LimitRanger does: a LimitRange created an
+// instant before a pod may not be in the cache yet, and the pod must still get its
+// defaults.
 func (r registryReader) ListLimitRanges(ctx context.Context, namespace string) ([]corev1.LimitRange, error) {
 	obj, err := r.list(ctx, corev1.Resource("limitranges"), namespace, "0")
 	if err != nil {
 		return nil, err
 	}
-	return obj.(*corev1.LimitRangeList).Items, nil
+	if items := obj.(*corev1.LimitRangeList).Items; len(items) > 0 || r.liveRanges == nil {
+		return items, nil
+	}
+	now := time.Now()
+	if items, ok := r.liveRanges.get(namespace, now); ok {
+		return items, nil
+	}
+	if obj, err = r.list(ctx, corev1.Resource("limitranges"), namespace, ""); err != nil {
+		return nil, err
+	}
+	items := obj.(*corev1.LimitRangeList).Items
+	r.liveRanges.put(namespace, items, now)
+	return items, nil
 }
 
 // GetPriorityClass implements plugins.PriorityClassLister.
