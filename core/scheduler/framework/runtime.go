@@ -667,12 +667,15 @@ func (ps *PluginSet) RunScorePlugins(ctx context.Context, state *CycleState, pod
 	}
 	// Batch plugins score every node in one call; the parallel walk calls the others.
 	perNode := make([]bool, len(plugins))
-	raw := make([]int64, len(nodes))
+	var raw []int64 // allocated only for a profile with a batch plugin
 	for i, e := range plugins {
 		b, ok := e.p.(BatchScorePlugin)
 		if !ok {
 			perNode[i] = true
 			continue
+		}
+		if raw == nil {
+			raw = make([]int64, len(nodes))
 		}
 		clear(raw)
 		t := now(state)
