@@ -63,26 +63,53 @@ type Attributes struct {
 	// memo holds what the dynamic plugins of one phase derive from the request and share
 	// (a WASM plugin's encoded request). The chain creates it for its dynamic plugins and
 	// empties it whenever a plugin changed the object; it is nil outside a chain.
-	memo map[any]any
+	memo *memo
 }
 
-// Memo returns the value SetMemo stored under key for the request as it is now, or nil.
-func (a *Attributes) Memo(key any) any { return a.memo[key] }
+// memo is safe for the validating plugins, which run at the same time.
+type memo struct {
+	mu sync.Mutex
+	m  map[any]*memoEntry
+}
 
-// SetMemo stores v under key for the other dynamic plugins of the current phase, as long
-// as the object does not change: the chain forgets it when a plugin changed the object and
-// when the phase ends. Outside a chain's dynamic plugins it stores nothing, since nothing
-// would tell when the object changes.
-func (a *Attributes) SetMemo(key, v any) {
-	if a.memo != nil {
-		a.memo[key] = v
+type memoEntry struct {
+	once sync.Once
+	v    any
+	err  error
+}
+
+// Shared returns what compute derives from the request as it is now, computed once for
+// all the dynamic plugins of the current phase that ask for key — validating plugins ask
+// at the same time, and the others wait for the first one's answer. The chain forgets it
+// when a plugin changed the object and when the phase ends; outside a chain's dynamic
+// plugins nothing would tell when the object changes, so compute runs every time.
+func (a *Attributes) Shared(key any, compute func() (any, error)) (any, error) {
+	m := a.memo
+	if m == nil {
+		return compute()
 	}
+	m.mu.Lock()
+	e := m.m[key]
+	if e == nil {
+		e = &memoEntry{}
+		m.m[key] = e
+	}
+	m.mu.Unlock()
+	e.once.Do(func() { e.v, e.err = compute() })
+	return e.v, e.err
+}
+
+// forget drops what the plugins derived from an object that has since changed.
+func (m *memo) forget() {
+	m.mu.Lock()
+	clear(m.m)
+	m.mu.Unlock()
 }
 
 // startMemo lets the dynamic plugins of a phase share derived values; the returned func
 // ends the phase.
 func (a *Attributes) startMemo() func() {
-	a.memo = map[any]any{}
+	a.memo = &memo{m: map[any]*memoEntry{}}
 	return func() { a.memo = nil }
 }
 
@@ -126,6 +153,9 @@ type Chain struct {
 	Validating []Validator
 	// Sources are the dynamic plugin sources.
 	Sources []Source
+	// Final are built-in validating plugins that run after the dynamic ones, once every
+	// other plugin has admitted the request (ResourceQuota, which charges the quota).
+	Final []Validator
 }
 
 // Admit runs every mutating plugin. If a dynamic plugin changed the object after an
@@ -167,7 +197,7 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 			cur = next
 		}
 		if changed {
-			clear(a.memo)
+			a.memo.forget()
 		}
 		t.Add(start, "admission", m.Name(), outcome(phase, err, changed), errText(err))
 		return changed, err
@@ -193,36 +223,137 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 	return nil
 }
 
-// Validate runs every validating plugin; the first refusal wins.
+// Validate runs every validating plugin; the first refusal in the chain's order wins.
 func (c *Chain) Validate(ctx context.Context, a *Attributes) error {
+	return c.StartValidate(ctx, a).Finish()
+}
+
+// StartValidate begins the validating phase of a request whose object will not change
+// any more. The dynamic validators start at once, each on its own goroutine — as
+// Kubernetes calls validating webhooks in parallel — so that they run beside the
+// object's own validation, which the caller does before Finish. The caller must call
+// Finish or Abandon, and must not change a.Object until then.
+func (c *Chain) StartValidate(ctx context.Context, a *Attributes) *Validation {
+	v := &Validation{chain: c, ctx: ctx, a: a}
 	if c == nil {
-		return nil
+		return v
 	}
-	t := trace.From(ctx)
-	for _, v := range c.Validating {
-		start := time.Now()
-		err := v.Validate(ctx, a)
-		t.Add(start, "admission", v.Name(), outcome("validate", err, false), errText(err))
-		if err != nil {
-			return err
+	for _, s := range c.Sources {
+		_, vs, release := s.Acquire(a)
+		v.release = append(v.release, release)
+		for _, p := range vs {
+			v.runs = append(v.runs, &validatorRun{plugin: p})
 		}
+	}
+	if len(v.runs) == 0 {
+		return v
 	}
 	// Validating plugins do not change the object: what one derives from the request
 	// (its encoding) serves every other.
-	defer a.startMemo()()
-	for _, s := range c.Sources {
-		_, vs, release := s.Acquire(a)
-		defer release()
-		for _, v := range vs {
-			start := time.Now()
-			err := v.Validate(ctx, a)
-			t.Add(start, "admission", v.Name(), outcome("validate", err, false), errText(err))
-			if err != nil {
-				return err
-			}
+	v.endMemo = a.startMemo()
+	rctx, cancel := context.WithCancel(ctx)
+	v.cancel = cancel
+	v.wg.Add(len(v.runs))
+	for _, r := range v.runs {
+		go func() {
+			defer v.wg.Done()
+			r.run(rctx, a)
+		}()
+	}
+	return v
+}
+
+// Validation is a validating phase under way (StartValidate).
+type Validation struct {
+	chain   *Chain
+	ctx     context.Context
+	a       *Attributes
+	runs    []*validatorRun
+	wg      sync.WaitGroup
+	cancel  context.CancelFunc
+	release []func()
+	endMemo func()
+}
+
+// validatorRun is one dynamic validator's call. What it reports — warnings, trace steps —
+// is kept aside and passed on in the chain's order once the earlier plugins admitted the
+// request, so the client sees what a plugin-by-plugin run would have shown.
+type validatorRun struct {
+	plugin   Validator
+	err      error
+	trace    trace.Trace
+	warnings func() []string
+}
+
+func (r *validatorRun) run(ctx context.Context, a *Attributes) {
+	ctx, r.warnings = WithWarnings(trace.With(ctx, &r.trace))
+	start := time.Now()
+	r.err = r.plugin.Validate(ctx, a)
+	r.trace.Add(start, "admission", r.plugin.Name(), outcome("validate", r.err, false), errText(r.err))
+}
+
+// Finish runs the built-in validating plugins, waits for the dynamic ones and runs the
+// final ones; the first refusal in the chain's order wins. A nil Validation (no chain)
+// admits.
+func (v *Validation) Finish() error {
+	if v == nil {
+		return nil
+	}
+	defer v.end()
+	c := v.chain
+	if c == nil {
+		return nil
+	}
+	t := trace.From(v.ctx)
+	validate := func(p Validator) error {
+		start := time.Now()
+		err := p.Validate(v.ctx, v.a)
+		t.Add(start, "admission", p.Name(), outcome("validate", err, false), errText(err))
+		return err
+	}
+	for _, p := range c.Validating {
+		if err := validate(p); err != nil {
+			return err
+		}
+	}
+	v.wg.Wait()
+	for _, r := range v.runs {
+		t.Append(r.trace.Steps()...)
+		for _, w := range r.warnings() {
+			AddWarning(v.ctx, w)
+		}
+		if r.err != nil {
+			return r.err
+		}
+	}
+	for _, p := range c.Final {
+		if err := validate(p); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// Abandon ends a validating phase whose request failed before Finish: the dynamic
+// validators are cancelled and waited for, and nothing they reported is kept.
+func (v *Validation) Abandon() {
+	if v != nil {
+		v.end()
+	}
+}
+
+// end cancels what still runs, waits for it and releases the plugins.
+func (v *Validation) end() {
+	if v.cancel != nil {
+		v.cancel()
+	}
+	v.wg.Wait()
+	for _, release := range v.release {
+		release()
+	}
+	if v.endMemo != nil {
+		v.endMemo()
+	}
 }
 
 // outcome words an admission plugin's result for a trace.

@@ -15,10 +15,35 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// calls records, in order, which plugin ran in which phase.
-type calls struct{ log []string }
+// calls records, in order, which plugin ran in which phase. Validating plugins run on
+// goroutines of their own, hence the lock.
+type calls struct {
+	mu  sync.Mutex
+	log []string
+}
 
-func (c *calls) add(s string) { c.log = append(c.log, s) }
+func (c *calls) add(s string) {
+	c.mu.Lock()
+	c.log = append(c.log, s)
+	c.mu.Unlock()
+}
+
+// sequential is the log without the dynamic validators' calls, which run beside the
+// rest: what ran one after the other, in order.
+func (c *calls) sequential(dynamic ...string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.DeleteFunc(slices.Clone(c.log), func(s string) bool {
+		return slices.ContainsFunc(dynamic, func(d string) bool { return s == "validate "+d })
+	})
+}
+
+// has tells whether call is in the log.
+func (c *calls) has(call string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Contains(c.log, call)
+}
 
 // mutator is a fake mutating plugin: it logs each call and runs fn, if any.
 type mutator struct {
@@ -102,15 +127,16 @@ func podAttributes() *admission.Attributes {
 		Object: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}}
 }
 
-// run drives a chain as the registry's store does: mutating admission, then object
-// validation (recorded as "validation"), then validating admission; it stops at the
-// first error, so nothing after a refusal runs (and the store writes nothing).
+// run drives a chain as the registry's store does: mutating admission, then the start of
+// validating admission, object validation (recorded as "validation"), and the rest of
+// validating admission; it stops at the first error, so the store writes nothing.
 func run(ctx context.Context, c *admission.Chain, log *calls, a *admission.Attributes) error {
 	if err := c.Admit(ctx, a); err != nil {
 		return err
 	}
+	v := c.StartValidate(ctx, a)
 	log.add("validation")
-	return c.Validate(ctx, a)
+	return v.Finish()
 }
 
 func TestChainOrder(t *testing.T) {
@@ -128,9 +154,12 @@ func TestChainOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"mutate builtin-m1", "mutate builtin-m2", "mutate wasm-m1", "mutate wasm-m2",
-		"validation", "validate builtin-v1", "validate wasm-v1"}
-	if !slices.Equal(log.log, want) {
-		t.Fatalf("calls\n got %q\nwant %q", log.log, want)
+		"validation", "validate builtin-v1"}
+	if got := log.sequential("wasm-v1"); !slices.Equal(got, want) {
+		t.Fatalf("calls\n got %q\nwant %q", got, want)
+	}
+	if !log.has("validate wasm-v1") {
+		t.Fatal("the dynamic validator did not run")
 	}
 	if src.held != 0 {
 		t.Fatalf("%d acquisitions of the source were not released", src.held)
@@ -164,10 +193,12 @@ func TestChainDenial(t *testing.T) {
 			wantCalls: []string{"mutate deny"}},
 		{name: "dynamic mutator", where: "wasm-mutate", err: denyInvalid, wantCode: 422, wantReason: metav1.StatusReasonInvalid,
 			wantCalls: []string{"mutate builtin-m", "mutate deny"}},
+		// The dynamic validators were started beside object validation: they may have
+		// run, but what they said is dropped (see TestParallelValidators).
 		{name: "built-in validator", where: "builtin-validate", err: denyInvalid, wantCode: 422, wantReason: metav1.StatusReasonInvalid,
 			wantCalls: []string{"mutate builtin-m", "mutate wasm-m", "validation", "validate deny"}},
 		{name: "dynamic validator", where: "wasm-validate", err: denyForbidden, wantCode: 403, wantReason: metav1.StatusReasonForbidden,
-			wantCalls: []string{"mutate builtin-m", "mutate wasm-m", "validation", "validate builtin-v", "validate deny"}},
+			wantCalls: []string{"mutate builtin-m", "mutate wasm-m", "validation", "validate builtin-v"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -206,8 +237,12 @@ func TestChainDenial(t *testing.T) {
 			if err != tt.err {
 				t.Fatalf("the chain changed the plugin's error: %v", err)
 			}
-			if !slices.Equal(log.log, tt.wantCalls) {
-				t.Fatalf("calls after a refusal\n got %q\nwant %q", log.log, tt.wantCalls)
+			dynamic := []string{"wasm-v"}
+			if tt.where == "wasm-validate" {
+				dynamic = append(dynamic, "deny")
+			}
+			if got := log.sequential(dynamic...); !slices.Equal(got, tt.wantCalls) {
+				t.Fatalf("calls after a refusal\n got %q\nwant %q", got, tt.wantCalls)
 			}
 			if src.held != 0 {
 				t.Fatalf("%d acquisitions of the source were not released", src.held)

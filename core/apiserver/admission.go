@@ -18,39 +18,22 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// builtinChain is the admission chain with Kubernetes' default built-in plugins, in
-// Kubernetes' order: mutating NamespaceLifecycle, LimitRanger, ServiceAccount,
-// DefaultTolerationSeconds, Priority, then the dynamic (WASM) mutators; validating
-// LimitRanger, ServiceAccount, Priority, then the dynamic validators, and ResourceQuota
-// last of all — as kube-apiserver runs it after the webhooks — so that a quota is charged
-// only once every other plugin has admitted the request.
-type builtinChain struct {
-	*admission.Chain
-	quota admission.Validator
-}
-
-// Validate runs the validating plugins, then charges quota.
-func (c *builtinChain) Validate(ctx context.Context, a *admission.Attributes) error {
-	if err := c.Chain.Validate(ctx, a); err != nil {
-		return err
-	}
-	return c.quota.Validate(ctx, a)
-}
-
-// builtinAdmission builds the chain of built-in plugins reading s's registry, followed by
-// the dynamic sources.
+// builtinAdmission builds the admission chain with Kubernetes' default built-in plugins,
+// in Kubernetes' order, reading s's registry: mutating NamespaceLifecycle, LimitRanger,
+// ServiceAccount, DefaultTolerationSeconds, Priority, then the dynamic (WASM) mutators;
+// validating LimitRanger, ServiceAccount, Priority, then the dynamic validators, and
+// ResourceQuota last of all — as kube-apiserver runs it after the webhooks — so that a
+// quota is charged only once every other plugin has admitted the request.
 func builtinAdmission(s *Server, sources []admission.Source) registry.Admission {
 	r := registryReader{s: s, liveRanges: &liveLookups{}}
 	sa := &plugins.ServiceAccount{Accounts: r}
 	lr := &plugins.LimitRanger{Ranges: r}
 	pr := &plugins.Priority{Classes: r}
-	return &builtinChain{
-		Chain: &admission.Chain{
-			Mutating:   []admission.Mutator{lifecycleMutator{namespaceLifecycle{s}}, lr, sa, plugins.DefaultTolerationSeconds{}, pr},
-			Validating: []admission.Validator{lr, sa, pr},
-			Sources:    sources,
-		},
-		quota: &plugins.ResourceQuota{Quotas: r},
+	return &admission.Chain{
+		Mutating:   []admission.Mutator{lifecycleMutator{namespaceLifecycle{s}}, lr, sa, plugins.DefaultTolerationSeconds{}, pr},
+		Validating: []admission.Validator{lr, sa, pr},
+		Sources:    sources,
+		Final:      []admission.Validator{&plugins.ResourceQuota{Quotas: r}},
 	}
 }
 

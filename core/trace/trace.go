@@ -46,6 +46,16 @@ func (t *Trace) Add(start time.Time, component, step, result, detail string) {
 	t.mu.Unlock()
 }
 
+// Append adds steps recorded elsewhere (a plugin that ran on its own goroutine).
+func (t *Trace) Append(steps ...Step) {
+	if t == nil || len(steps) == 0 {
+		return
+	}
+	t.mu.Lock()
+	t.steps = append(t.steps, steps...)
+	t.mu.Unlock()
+}
+
 // Steps returns a copy of the steps so far.
 func (t *Trace) Steps() []Step {
 	if t == nil {

@@ -41,6 +41,8 @@ const (
 type Admission interface {
 	Admit(ctx context.Context, a *admission.Attributes) error
 	Validate(ctx context.Context, a *admission.Attributes) error
+	// StartValidate begins the validating phase beside the object's own validation.
+	StartValidate(ctx context.Context, a *admission.Attributes) *admission.Validation
 }
 
 // Store is the REST behaviour of one resource on top of storage.
@@ -120,6 +122,15 @@ func (o WriteOptions) validate(ctx context.Context, a *admission.Attributes) err
 	return o.Admission.Validate(ctx, a)
 }
 
+// startValidate begins the validating admission plugins of a write whose object is final,
+// so that they run while the registry validates the object; nil without a chain.
+func (o WriteOptions) startValidate(ctx context.Context, a *admission.Attributes) *admission.Validation {
+	if o.Admission == nil {
+		return nil
+	}
+	return o.Admission.StartValidate(ctx, a)
+}
+
 // attributes describes a write for admission.
 func (s *Store) attributes(ctx context.Context, op admission.Operation, namespace, name string, obj, old runtime.Object, o WriteOptions) *admission.Attributes {
 	a := &admission.Attributes{
@@ -130,6 +141,37 @@ func (s *Store) attributes(ctx context.Context, op admission.Operation, namespac
 		a.User = admission.UserInfo{Name: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra}
 	}
 	return a
+}
+
+// validateCreate is the registry's own validation of a new object.
+func (s *Store) validateCreate(ctx context.Context, accessor metav1.Object, obj runtime.Object) error {
+	if errs := s.validateMeta(accessor); len(errs) > 0 {
+		return s.invalid(accessor.GetName(), errs)
+	}
+	if errs := s.Resource.Strategy.Validate(ctx, obj); len(errs) > 0 {
+		return s.invalid(accessor.GetName(), errs)
+	}
+	if s.Resource.CheckWrite != nil {
+		return s.Resource.CheckWrite(ctx, obj, nil)
+	}
+	return nil
+}
+
+// validateUpdate is the registry's own validation of an object replacing current.
+func (s *Store) validateUpdate(ctx context.Context, strategy Strategy, name string, accessor, existingMeta metav1.Object, obj, current runtime.Object) error {
+	errs := apimachineryvalidation.ValidateObjectMetaAccessorUpdate(accessor, existingMeta, field.NewPath("metadata"))
+	errs = append(errs, s.validateMeta(accessor)...)
+	if existingMeta.GetDeletionTimestamp() != nil {
+		errs = append(errs, apimachineryvalidation.ValidateNoNewFinalizers(accessor.GetFinalizers(), existingMeta.GetFinalizers(), field.NewPath("metadata", "finalizers"))...)
+	}
+	errs = append(errs, strategy.ValidateUpdate(ctx, obj, current)...)
+	if len(errs) > 0 {
+		return s.invalid(name, errs)
+	}
+	if s.Resource.CheckWrite != nil {
+		return s.Resource.CheckWrite(ctx, obj, current)
+	}
+	return nil
 }
 
 // Create stores a new object in namespace.
@@ -172,18 +214,13 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 	// Kubernetes prepares the object after mutating admission: what the server derives
 	// (a pod's QoS class from LimitRanger's defaults) sees the plugins' changes.
 	s.Resource.Strategy.PrepareForCreate(ctx, obj)
-	if errs := s.validateMeta(accessor); len(errs) > 0 {
-		return nil, s.invalid(accessor.GetName(), errs)
+	// The object is final: the validating plugins start now and run beside its validation.
+	admitting := opts.startValidate(ctx, attrs)
+	if err := s.validateCreate(ctx, accessor, obj); err != nil {
+		admitting.Abandon()
+		return nil, err
 	}
-	if errs := s.Resource.Strategy.Validate(ctx, obj); len(errs) > 0 {
-		return nil, s.invalid(accessor.GetName(), errs)
-	}
-	if s.Resource.CheckWrite != nil {
-		if err := s.Resource.CheckWrite(ctx, obj, nil); err != nil {
-			return nil, err
-		}
-	}
-	if err := opts.validate(ctx, attrs); err != nil {
+	if err := admitting.Finish(); err != nil {
 		return nil, err
 	}
 	pending := s.setPending(ctx, obj)
@@ -448,21 +485,12 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 		if s.Resource.TracksGeneration && specChanged(obj, current) {
 			accessor.SetGeneration(existingMeta.GetGeneration() + 1)
 		}
-		errs := apimachineryvalidation.ValidateObjectMetaAccessorUpdate(accessor, existingMeta, field.NewPath("metadata"))
-		errs = append(errs, s.validateMeta(accessor)...)
-		if existingMeta.GetDeletionTimestamp() != nil {
-			errs = append(errs, apimachineryvalidation.ValidateNoNewFinalizers(accessor.GetFinalizers(), existingMeta.GetFinalizers(), field.NewPath("metadata", "finalizers"))...)
+		admitting := opts.startValidate(ctx, attrs)
+		if err := s.validateUpdate(ctx, strategy, name, accessor, existingMeta, obj, current); err != nil {
+			admitting.Abandon()
+			return nil, err
 		}
-		errs = append(errs, strategy.ValidateUpdate(ctx, obj, current)...)
-		if len(errs) > 0 {
-			return nil, s.invalid(name, errs)
-		}
-		if s.Resource.CheckWrite != nil {
-			if err := s.Resource.CheckWrite(ctx, obj, current); err != nil {
-				return nil, err
-			}
-		}
-		if err := opts.validate(ctx, attrs); err != nil {
+		if err := admitting.Finish(); err != nil {
 			return nil, err
 		}
 		// The stored revision is the precondition of the write, not the client's copy.

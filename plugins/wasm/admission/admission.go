@@ -180,14 +180,11 @@ const uidPrefix = `{"uid":`
 // request (the chain drops it when a plugin changes the object); each call still gets a
 // uid of its own, as each webhook call does in Kubernetes.
 func requestJSON(a *admission.Attributes) ([]byte, error) {
-	body, _ := a.Memo(memoKey{}).([]byte)
-	if body == nil {
-		var err error
-		if body, err = requestBody(a); err != nil {
-			return nil, err
-		}
-		a.SetMemo(memoKey{}, body)
+	shared, err := a.Shared(memoKey{}, func() (any, error) { return requestBody(a) })
+	if err != nil {
+		return nil, err
 	}
+	body := shared.([]byte)
 	uid, err := json.Marshal(string(uuid.NewUUID()))
 	if err != nil {
 		return nil, fmt.Errorf("encoding the request uid: %w", err)

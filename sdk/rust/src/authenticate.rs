@@ -23,7 +23,7 @@ impl User {
         }
         let s = |key: &str| match v.get(key) {
             Value::Null => Ok(String::new()),
-            Value::String(s) => Ok(s.clone()),
+            Value::String(s) => Ok(s.to_string()),
             _ => Err(format!("user.{} must be a string", key)),
         };
         let list = |v: &Value, what: &str| -> Result<Vec<String>, String> {
@@ -38,7 +38,7 @@ impl User {
         };
         let mut extra = Vec::new();
         for (k, vals) in v.get("extra").members() {
-            extra.push((k.clone(), list(vals, "user.extra values")?));
+            extra.push((k.to_string(), list(vals, "user.extra values")?));
         }
         Ok(User { username: s("username")?, uid: s("uid")?, groups: list(v.get("groups"), "user.groups")?, extra })
     }
@@ -116,7 +116,7 @@ pub fn header<'a>(req: &'a Value, name: &str) -> impl Iterator<Item = &'a str> {
 
 /// The token of the first `Authorization: Bearer <token>` header (scheme matched without
 /// regard to case), trimmed, or `None` when the request has no bearer token.
-pub fn bearer_token(req: &Value) -> Option<&str> {
+pub fn bearer_token<'a>(req: &'a Value) -> Option<&'a str> {
     header(req, "Authorization").find_map(|h| {
         let (scheme, token) = h.split_once(' ')?;
         if scheme.eq_ignore_ascii_case("bearer") {

@@ -1,31 +1,49 @@
 //! A minimal JSON reader and quoter: enough to pick members out of a request and to
 //! write an answer with `format!`.
+//!
+//! A decoded value borrows its strings from the request wherever they need no unescaping
+//! (nearly all of a Kubernetes object), so reading a request allocates little beyond the
+//! arrays and objects themselves; [`Value::to_static`] copies a value to keep it.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
-/// A decoded JSON value. Numbers keep their source text.
+/// A decoded JSON value, borrowing from the text it was read from. Numbers keep their
+/// source text.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Value {
+pub enum Value<'a> {
     /// `null`, and also what lookups of absent members return.
     Null,
     /// `true` or `false`.
     Bool(bool),
     /// A number, as written.
-    Number(String),
+    Number(Cow<'a, str>),
     /// A string, decoded.
-    String(String),
+    String(Cow<'a, str>),
     /// An array.
-    Array(Vec<Value>),
+    Array(Vec<Value<'a>>),
     /// An object's members in order.
-    Object(Vec<(String, Value)>),
+    Object(Vec<(Cow<'a, str>, Value<'a>)>),
 }
 
-static NULL: Value = Value::Null;
+static NULL: Value<'static> = Value::Null;
 
-impl Value {
+impl<'a> Value<'a> {
+    /// A copy that borrows nothing, to keep beyond the request it was read from.
+    pub fn to_static(&self) -> Value<'static> {
+        match self {
+            Value::Null => Value::Null,
+            Value::Bool(b) => Value::Bool(*b),
+            Value::Number(n) => Value::Number(Cow::Owned(n.to_string())),
+            Value::String(s) => Value::String(Cow::Owned(s.to_string())),
+            Value::Array(a) => Value::Array(a.iter().map(Value::to_static).collect()),
+            Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (Cow::Owned(k.to_string()), v.to_static())).collect()),
+        }
+    }
+
     /// The member named `key` of an object (the first if repeated), else `Null`, so that
     /// paths chain: `req.get("object").get("metadata")`.
-    pub fn get(&self, key: &str) -> &Value {
+    pub fn get(&self, key: &str) -> &Value<'a> {
         match self {
             Value::Object(m) => m.iter().find(|(k, _)| k == key).map(|(_, v)| v).unwrap_or(&NULL),
             _ => &NULL,
@@ -38,7 +56,7 @@ impl Value {
     }
 
     /// The elements of an array (empty for any other value).
-    pub fn items(&self) -> &[Value] {
+    pub fn items(&self) -> &[Value<'a>] {
         match self {
             Value::Array(a) => a,
             _ => &[],
@@ -80,7 +98,7 @@ impl Value {
     }
 
     /// The members of an object in order (empty for any other value).
-    pub fn members(&self) -> &[(String, Value)] {
+    pub fn members(&self) -> &[(Cow<'a, str>, Value<'a>)] {
         match self {
             Value::Object(m) => m,
             _ => &[],
@@ -129,7 +147,7 @@ impl Value {
 }
 
 /// Decodes one JSON value that fills `b`.
-pub fn parse(b: &[u8]) -> Result<Value, String> {
+pub fn parse(b: &[u8]) -> Result<Value<'_>, String> {
     let mut p = Parser { b, i: 0 };
     let v = p.value(0)?;
     p.ws();
@@ -187,7 +205,7 @@ impl<'a> Parser<'a> {
         self.b.get(self.i).copied()
     }
 
-    fn lit(&mut self, word: &[u8], v: Value) -> Result<Value, String> {
+    fn lit(&mut self, word: &[u8], v: Value<'a>) -> Result<Value<'a>, String> {
         if self.b[self.i..].starts_with(word) {
             self.i += word.len();
             Ok(v)
@@ -196,7 +214,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<Value, String> {
+    fn value(&mut self, depth: usize) -> Result<Value<'a>, String> {
         if depth > MAX_DEPTH {
             return Err(self.err("nested too deep"));
         }
@@ -253,7 +271,7 @@ impl<'a> Parser<'a> {
                     self.i += 1;
                 }
                 // The bytes are ASCII, so this cannot fail.
-                Ok(Value::Number(String::from_utf8_lossy(&self.b[start..self.i]).into_owned()))
+                Ok(Value::Number(String::from_utf8_lossy(&self.b[start..self.i])))
             }
             _ => Err(self.err("expected a value")),
         }
@@ -283,9 +301,19 @@ impl<'a> Parser<'a> {
         Ok(v)
     }
 
-    fn string(&mut self) -> Result<String, String> {
+    fn string(&mut self) -> Result<Cow<'a, str>, String> {
         self.i += 1; // the opening quote
-        let mut out: Vec<u8> = Vec::new();
+        let b: &'a [u8] = self.b;
+        let first = self.i;
+        while self.i < b.len() && b[self.i] != b'"' && b[self.i] != b'\\' {
+            self.i += 1;
+        }
+        if self.peek() == Some(b'"') {
+            // No escapes: the string is the source text itself.
+            self.i += 1;
+            return std::str::from_utf8(&b[first..self.i - 1]).map(Cow::Borrowed).map_err(|_| self.err("string is not UTF-8"));
+        }
+        let mut out: Vec<u8> = b[first..self.i].to_vec();
         loop {
             let start = self.i;
             while self.i < self.b.len() && self.b[self.i] != b'"' && self.b[self.i] != b'\\' {
@@ -295,7 +323,7 @@ impl<'a> Parser<'a> {
             match self.peek() {
                 Some(b'"') => {
                     self.i += 1;
-                    return String::from_utf8(out).map_err(|_| self.err("string is not UTF-8"));
+                    return String::from_utf8(out).map(Cow::Owned).map_err(|_| self.err("string is not UTF-8"));
                 }
                 Some(b'\\') => {
                     let e = *self.b.get(self.i + 1).ok_or_else(|| self.err("unterminated string"))?;

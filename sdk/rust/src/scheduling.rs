@@ -38,7 +38,7 @@ impl Hasher for KeyHasher {
     }
 }
 
-type Table = HashMap<u64, Value, BuildHasherDefault<KeyHasher>>;
+type Table = HashMap<u64, Value<'static>, BuildHasherDefault<KeyHasher>>;
 
 thread_local! {
     // The node documents this instance holds, by key (ABI §7.6). The host tracks the
@@ -72,7 +72,7 @@ pub fn each_node(req: &Value, mut f: impl FnMut(usize, &Value) -> Result<(), Str
         for d in req.get("define").items() {
             // The request is borrowed, so a defined document is copied once, when it
             // first crosses into this instance.
-            table.insert(key(d.get("key"))?, d.get("node").clone());
+            table.insert(key(d.get("key"))?, d.get("node").to_static());
         }
         let nodes = req.get("nodes").items();
         for (i, n) in nodes.iter().enumerate() {

@@ -26,7 +26,7 @@ impl Toleration {
         }
         let s = |k: &str| match v.get(k) {
             Value::Null => Ok(String::new()),
-            Value::String(s) => Ok(s.clone()),
+            Value::String(s) => Ok(s.to_string()),
             _ => Err(format!("config.toleration.{} must be a string", k)),
         };
         let seconds = match v.get("tolerationSeconds") {
@@ -99,7 +99,7 @@ fn on_configure(req: &Value) -> Result<String, String> {
                 let v = v.as_str().ok_or("config.labels must map names to strings")?;
                 // A repeated name keeps its last value, as a decoded JSON map does.
                 c.labels.retain(|(have, _)| have != k);
-                c.labels.push((k.clone(), v.to_string()));
+                c.labels.push((k.to_string(), v.to_string()));
             }
         }
         _ => return Err("config.labels must map names to strings".into()),

@@ -15,7 +15,7 @@ thread_local! {
 fn on_configure(req: &Value) -> Result<String, String> {
     let label = match req.get("config").get("label") {
         Value::Null => "",
-        Value::String(s) => s.as_str(),
+        Value::String(s) => s.as_ref(),
         _ => return Err("config.label must be a string".into()),
     };
     if label.is_empty() {

@@ -23,7 +23,7 @@ fn on_configure(req: &Value) -> Result<String, String> {
     let cfg = req.get("config");
     let label = match cfg.get("label") {
         Value::Null => "",
-        Value::String(s) => s.as_str(),
+        Value::String(s) => s.as_ref(),
         _ => return Err("config.label must be a string".into()),
     };
     if label.is_empty() {

@@ -17,7 +17,7 @@ thread_local! {
 fn on_configure(req: &Value) -> Result<String, String> {
     let mirror = match req.get("config").get("mirror") {
         Value::Null => "",
-        Value::String(s) => s.as_str(),
+        Value::String(s) => s.as_ref(),
         _ => return Err("config.mirror must be a string".into()),
     };
     let mirror = mirror.strip_suffix('/').unwrap_or(mirror);

@@ -24,7 +24,7 @@ fn on_configure(req: &Value) -> Result<String, String> {
         if tok.is_empty() || user.username.is_empty() {
             return Err("every token needs a non-empty token and username".into());
         }
-        m.insert(tok.clone(), user);
+        m.insert(tok.to_string(), user);
     }
     if m.is_empty() {
         return Err("config.tokens is empty".into());

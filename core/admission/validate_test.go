@@ -1,0 +1,246 @@
+package admission_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wasmplane/wasmplane/core/admission"
+	"github.com/wasmplane/wasmplane/core/trace"
+)
+
+// funcValidator is a validating plugin that runs fn.
+type funcValidator struct {
+	name string
+	fn   func(ctx context.Context, a *admission.Attributes) error
+}
+
+func (v *funcValidator) Name() string { return v.name }
+
+func (v *funcValidator) Validate(ctx context.Context, a *admission.Attributes) error {
+	return v.fn(ctx, a)
+}
+
+// waitFor fails the test if ch is not closed within a deadline that no healthy run
+// comes near; it never sleeps.
+func waitFor(ctx context.Context, ch <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return errors.New("gave up waiting")
+	}
+}
+
+// warnThen is a validator that warns msg, waits for after (if any), then returns err.
+func warnThen(name, msg string, after <-chan struct{}, err error) *funcValidator {
+	return &funcValidator{name: name, fn: func(ctx context.Context, _ *admission.Attributes) error {
+		admission.AddWarning(ctx, msg)
+		if after != nil {
+			if werr := waitFor(ctx, after); werr != nil {
+				return werr
+			}
+		}
+		return err
+	}}
+}
+
+func TestParallelValidators(t *testing.T) {
+	t.Run("dynamic validators run at the same time", func(t *testing.T) {
+		// Each waits for the other to have started: run one after the other, they
+		// would give up.
+		a, b := make(chan struct{}), make(chan struct{})
+		meet := func(name string, mine chan struct{}, other <-chan struct{}) *funcValidator {
+			return &funcValidator{name: name, fn: func(ctx context.Context, _ *admission.Attributes) error {
+				close(mine)
+				return waitFor(ctx, other)
+			}}
+		}
+		c := &admission.Chain{Sources: []admission.Source{&source{vs: []admission.Validator{meet("a", a, b), meet("b", b, a)}}}}
+		if err := c.Validate(context.Background(), podAttributes()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("they start beside the object's own validation", func(t *testing.T) {
+		started := make(chan struct{})
+		src := &source{vs: []admission.Validator{&funcValidator{name: "v", fn: func(context.Context, *admission.Attributes) error {
+			close(started)
+			return nil
+		}}}}
+		c := &admission.Chain{Sources: []admission.Source{src}}
+		v := c.StartValidate(context.Background(), podAttributes())
+		// The registry's validation would run here; the plugin is already under way.
+		if err := waitFor(context.Background(), started); err != nil {
+			t.Fatal("the dynamic validator did not start before Finish")
+		}
+		if err := v.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		if src.held != 0 {
+			t.Fatalf("%d acquisitions not released", src.held)
+		}
+	})
+	t.Run("the first refusal in the chain's order wins", func(t *testing.T) {
+		// The second plugin refuses at once; the first refuses only after it.
+		second := make(chan struct{})
+		errFirst, errSecond := errors.New("first"), errors.New("second")
+		c := &admission.Chain{Sources: []admission.Source{&source{vs: []admission.Validator{
+			warnThen("v1", "w1", second, errFirst),
+			&funcValidator{name: "v2", fn: func(context.Context, *admission.Attributes) error { close(second); return errSecond }},
+		}}}}
+		if err := c.Validate(context.Background(), podAttributes()); err != errFirst {
+			t.Fatalf("got %v, want the first plugin's refusal", err)
+		}
+	})
+	t.Run("warnings in the chain's order, up to the refusal", func(t *testing.T) {
+		// v3 warns first in time, v1 last; the client sees v1's, v2's, and not v3's,
+		// which comes after the refusal.
+		v1go, v2go := make(chan struct{}), make(chan struct{})
+		v3 := &funcValidator{name: "v3", fn: func(ctx context.Context, _ *admission.Attributes) error {
+			admission.AddWarning(ctx, "w3")
+			close(v2go)
+			return nil
+		}}
+		v2 := warnThen("v2", "w2", v2go, errors.New("refused"))
+		v2fn := v2.fn
+		v2.fn = func(ctx context.Context, a *admission.Attributes) error {
+			defer close(v1go)
+			return v2fn(ctx, a)
+		}
+		ctx, got := admission.WithWarnings(context.Background())
+		c := &admission.Chain{Sources: []admission.Source{&source{vs: []admission.Validator{warnThen("v1", "w1", v1go, nil), v2, v3}}}}
+		if err := c.Validate(ctx, podAttributes()); err == nil || err.Error() != "refused" {
+			t.Fatalf("got %v", err)
+		}
+		if w := got(); !slices.Equal(w, []string{"w1", "w2"}) {
+			t.Fatalf("warnings %q, want [w1 w2]", w)
+		}
+	})
+	t.Run("a built-in refusal drops what the dynamic ones said", func(t *testing.T) {
+		ctx, got := admission.WithWarnings(context.Background())
+		tr := &trace.Trace{}
+		ctx = trace.With(ctx, tr)
+		refused := errors.New("built-in refused")
+		c := &admission.Chain{
+			Validating: []admission.Validator{&funcValidator{name: "builtin", fn: func(context.Context, *admission.Attributes) error { return refused }}},
+			Sources:    []admission.Source{&source{vs: []admission.Validator{warnThen("wasm", "from wasm", nil, nil)}}},
+		}
+		if err := c.Validate(ctx, podAttributes()); err != refused {
+			t.Fatalf("got %v", err)
+		}
+		if w := got(); len(w) != 0 {
+			t.Fatalf("warnings %q, want none", w)
+		}
+		for _, s := range tr.Steps() {
+			if s.Step == "wasm" {
+				t.Fatalf("trace has the dropped plugin's step %+v", s)
+			}
+		}
+	})
+	t.Run("trace steps in the chain's order", func(t *testing.T) {
+		tr := &trace.Trace{}
+		ctx := trace.With(context.Background(), tr)
+		first := make(chan struct{})
+		c := &admission.Chain{
+			Validating: []admission.Validator{warnThen("builtin", "", nil, nil)},
+			Sources: []admission.Source{&source{vs: []admission.Validator{
+				warnThen("slow", "", first, nil),
+				&funcValidator{name: "fast", fn: func(context.Context, *admission.Attributes) error { close(first); return nil }},
+			}}},
+			Final: []admission.Validator{warnThen("final", "", nil, nil)},
+		}
+		if err := c.Validate(ctx, podAttributes()); err != nil {
+			t.Fatal(err)
+		}
+		var steps []string
+		for _, s := range tr.Steps() {
+			steps = append(steps, s.Step+" "+s.Result)
+		}
+		want := []string{"builtin validate: allowed", "slow validate: allowed", "fast validate: allowed", "final validate: allowed"}
+		if !slices.Equal(steps, want) {
+			t.Fatalf("steps %q, want %q", steps, want)
+		}
+	})
+	t.Run("final validators run last, and not after a refusal", func(t *testing.T) {
+		var finalRan atomic.Bool
+		final := &funcValidator{name: "quota", fn: func(context.Context, *admission.Attributes) error { finalRan.Store(true); return nil }}
+		var dynamicDone atomic.Bool
+		ok := &funcValidator{name: "ok", fn: func(context.Context, *admission.Attributes) error { dynamicDone.Store(true); return nil }}
+		c := &admission.Chain{Sources: []admission.Source{&source{vs: []admission.Validator{ok}}},
+			Final: []admission.Validator{&funcValidator{name: "quota", fn: func(context.Context, *admission.Attributes) error {
+				if !dynamicDone.Load() {
+					return errors.New("final validator ran before the dynamic one finished")
+				}
+				return nil
+			}}}}
+		if err := c.Validate(context.Background(), podAttributes()); err != nil {
+			t.Fatal(err)
+		}
+		c = &admission.Chain{Sources: []admission.Source{&source{vs: []admission.Validator{warnThen("deny", "", nil, errors.New("no"))}}},
+			Final: []admission.Validator{final}}
+		if err := c.Validate(context.Background(), podAttributes()); err == nil {
+			t.Fatal("want the refusal")
+		}
+		if finalRan.Load() {
+			t.Fatal("the final validator ran after a refusal")
+		}
+	})
+	t.Run("abandon cancels and waits", func(t *testing.T) {
+		var returned atomic.Bool
+		src := &source{vs: []admission.Validator{&funcValidator{name: "stuck", fn: func(ctx context.Context, _ *admission.Attributes) error {
+			defer returned.Store(true)
+			<-ctx.Done()
+			return ctx.Err()
+		}}}}
+		c := &admission.Chain{Sources: []admission.Source{src}}
+		c.StartValidate(context.Background(), podAttributes()).Abandon()
+		if !returned.Load() {
+			t.Fatal("Abandon returned before the plugin did")
+		}
+		if src.held != 0 {
+			t.Fatalf("%d acquisitions not released", src.held)
+		}
+	})
+	t.Run("no chain", func(t *testing.T) {
+		var v *admission.Validation
+		if err := v.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		v.Abandon()
+	})
+}
+
+func TestSharedOncePerPhase(t *testing.T) {
+	var computed atomic.Int32
+	type key struct{}
+	shared := func(a *admission.Attributes) error {
+		v, err := a.Shared(key{}, func() (any, error) { computed.Add(1); return "encoded", nil })
+		if err != nil || v != "encoded" {
+			return errors.New("bad shared value")
+		}
+		return nil
+	}
+	var vs []admission.Validator
+	for range 8 {
+		vs = append(vs, &funcValidator{name: "v", fn: func(_ context.Context, a *admission.Attributes) error { return shared(a) }})
+	}
+	c := &admission.Chain{Sources: []admission.Source{&source{vs: vs}}}
+	a := podAttributes()
+	if err := c.Validate(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	if n := computed.Load(); n != 1 {
+		t.Fatalf("computed %d times by 8 plugins at once, want 1", n)
+	}
+	// Outside a phase nothing tells when the object changes: computed every time.
+	_ = shared(a)
+	_ = shared(a)
+	if n := computed.Load(); n != 3 {
+		t.Fatalf("computed %d times in all, want 3", n)
+	}
+}
