@@ -59,11 +59,13 @@ func (p *Plugin) MutateJSON(ctx context.Context, req []byte) (*abi.MutateRespons
 	return resp, err
 }
 
-// ValidateJSON calls the validate hook with a request already encoded as JSON, as
-// MutateJSON does.
-func (p *Plugin) ValidateJSON(ctx context.Context, req []byte) (*abi.ValidateResponse, error) {
+// ValidateJSON calls the validate hook with the request build encodes as JSON, as
+// MutateJSON does; build learns whether the module that will answer asked for compact pod
+// documents ("compactPods", ABI §7.1), which is known only once an instance is chosen: a
+// swap may change the answer between two calls.
+func (p *Plugin) ValidateJSON(ctx context.Context, build func(compactPods bool) ([]byte, error)) (*abi.ValidateResponse, error) {
 	var resp *abi.ValidateResponse
-	err := p.invoke(ctx, abi.HookValidate, func(*instance) ([]byte, error) { return req, nil }, func(b []byte) (err error) {
+	err := p.invoke(ctx, abi.HookValidate, func(in *instance) ([]byte, error) { return build(in.set.flags.CompactPods) }, func(b []byte) (err error) {
 		if string(b) == allowedAnswer {
 			resp = &abi.ValidateResponse{Allowed: true}
 			return nil

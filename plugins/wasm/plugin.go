@@ -189,6 +189,10 @@ func (p *Plugin) WantsRequested() bool { return p.flags().Requested }
 // filter/score requests ("fullPods", ABI §7.5) rather than compact pod documents.
 func (p *Plugin) WantsFullPods() bool { return p.flags().FullPods }
 
+// WantsCompactPods tells whether the current module's configure asked for compact pod
+// documents as the objects of validate requests ("compactPods", ABI §7.1).
+func (p *Plugin) WantsCompactPods() bool { return p.flags().CompactPods }
+
 // flags is what the current module's configure asked for (zero when none is loaded).
 func (p *Plugin) flags() abi.ConfigureResponse {
 	s := p.acquire()

@@ -53,6 +53,8 @@ type encodedCaller struct {
 	mutateFn func(req []byte) abi.MutateResponse
 	// raw are the requests received, in order.
 	raw [][]byte
+	// compactPods is what the module asked for in its configure answer.
+	compactPods bool
 }
 
 func (c *encodedCaller) MutateJSON(_ context.Context, req []byte) (*abi.MutateResponse, error) {
@@ -64,7 +66,11 @@ func (c *encodedCaller) MutateJSON(_ context.Context, req []byte) (*abi.MutateRe
 	return &c.mutate, c.err
 }
 
-func (c *encodedCaller) ValidateJSON(_ context.Context, req []byte) (*abi.ValidateResponse, error) {
+func (c *encodedCaller) ValidateJSON(_ context.Context, build func(compactPods bool) ([]byte, error)) (*abi.ValidateResponse, error) {
+	req, err := build(c.compactPods)
+	if err != nil {
+		return nil, err
+	}
 	c.raw = append(c.raw, req)
 	return &c.validate, c.err
 }
@@ -507,6 +513,138 @@ func BenchmarkValidateChain(b *testing.B) {
 			cpu := float64(cpuTime(b)-c0) / float64(b.N)
 			b.ReportMetric(cpu, "cpu-ns/op")
 			b.ReportMetric(cpu/5, "cpu-ns/plugin")
+		})
+	}
+}
+
+// TestCompactPods: a module that asked for compact pods gets the compact pod document of
+// ABI §7.5 as a validate request's object and oldObject; other objects, and modules that
+// did not ask, get whole objects.
+func TestCompactPods(t *testing.T) {
+	pod := serverPodAttrs().Object.(*corev1.Pod)
+	compact, err := wasm.CompactPod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCompact, _ := json.Marshal(compact)
+	tests := []struct {
+		name        string
+		compactPods bool
+		attrs       func() *admission.Attributes
+		wantObject  []byte // nil: the whole object
+	}{
+		{name: "pod, compact asked", compactPods: true, attrs: serverPodAttrs, wantObject: wantCompact},
+		{name: "pod, whole", attrs: serverPodAttrs},
+		{name: "update, both compact", compactPods: true, attrs: func() *admission.Attributes {
+			a := serverPodAttrs()
+			a.Operation, a.OldObject = admission.Update, a.Object.(*corev1.Pod).DeepCopy()
+			return a
+		}, wantObject: wantCompact},
+		{name: "not a pod", compactPods: true, attrs: func() *admission.Attributes {
+			a := attrs()
+			a.Kind, a.Resource = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+			a.Object = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Data: map[string]string{"k": "v"}}
+			return a
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := tt.attrs()
+			whole, err := json.Marshal(a.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, compactPods: tt.compactPods}
+			if err := (&wasmadmission.Plugin{PluginName: "p", Caller: c}).Validate(context.Background(), a); err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				Object, OldObject json.RawMessage
+			}
+			if err := json.Unmarshal(c.raw[0], &got); err != nil {
+				t.Fatal(err)
+			}
+			want := tt.wantObject
+			if want == nil {
+				// The whole object, with the apiVersion and kind a webhook sees.
+				var m map[string]any
+				if err := json.Unmarshal(whole, &m); err != nil {
+					t.Fatal(err)
+				}
+				m["apiVersion"], m["kind"] = "v1", a.Kind.Kind
+				want, _ = json.Marshal(m)
+				var g map[string]any
+				if err := json.Unmarshal(got.Object, &g); err != nil {
+					t.Fatal(err)
+				}
+				got.Object, _ = json.Marshal(g)
+			}
+			if string(got.Object) != string(want) {
+				t.Fatalf("object\n got %s\nwant %s", got.Object, want)
+			}
+			if a.OldObject != nil && string(got.OldObject) != string(want) {
+				t.Fatalf("oldObject\n got %s\nwant %s", got.OldObject, want)
+			}
+		})
+	}
+}
+
+// TestRequireLabelsOnCompactPods runs the require-labels example, which asks for compact
+// pods, on pod creates as the server sends them: its answers are those it gives on whole
+// Pods.
+func TestRequireLabelsOnCompactPods(t *testing.T) {
+	for _, m := range []struct {
+		lang  string
+		build func(tb testing.TB) []byte
+	}{
+		{"rust", func(tb testing.TB) []byte { return wasmtest.Rust(tb, "require-labels") }},
+		{"go", func(tb testing.TB) []byte { return wasmtest.Go(tb, "examples/plugins/go/require-labels") }},
+	} {
+		t.Run(m.lang, func(t *testing.T) {
+			ctx := context.Background()
+			r, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: wasmtest.CacheDir(t), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close(ctx)
+			mod := m.build(t)
+			cm, err := r.Compile(ctx, mod, wasm.Digest(mod))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cm.Close(ctx)
+			wp, err := r.Load(ctx, cm, wasm.PluginConfig{Name: "require-labels", Config: json.RawMessage(`{"labels":["team"]}`), Limits: wasm.Limits{Instances: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer wp.Close(ctx)
+			if !wp.WantsCompactPods() {
+				t.Fatal("the example did not ask for compact pods")
+			}
+			p := &wasmadmission.Plugin{PluginName: "require-labels", Caller: wp}
+			tests := []struct {
+				name   string
+				change func(*corev1.Pod)
+				denied string // part of the message; "" = allowed
+			}{
+				{name: "labelled, pinned image", change: func(*corev1.Pod) {}},
+				{name: "no team label", change: func(p *corev1.Pod) { p.Labels = nil }, denied: `label "team" is required`},
+				{name: "latest image", change: func(p *corev1.Pod) { p.Spec.Containers[0].Image = "nginx" }, denied: `image "nginx" must be pinned`},
+				{name: "latest init image", change: func(p *corev1.Pod) {
+					p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox:latest"}}
+				}, denied: `container "init"`},
+			}
+			for _, tt := range tests {
+				a := serverPodAttrs()
+				tt.change(a.Object.(*corev1.Pod))
+				err := p.Validate(ctx, a)
+				switch {
+				case tt.denied == "" && err != nil:
+					t.Errorf("%s: %v", tt.name, err)
+				case tt.denied != "" && (err == nil || !strings.Contains(err.Error(), tt.denied)):
+					t.Errorf("%s: got %v, want a denial containing %q", tt.name, err, tt.denied)
+				}
+			}
 		})
 	}
 }

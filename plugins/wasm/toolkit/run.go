@@ -169,6 +169,15 @@ func (r *Runner) Prepare(hook string, req json.RawMessage) (*Call, error) {
 			return nil, err
 		}
 		if h == abi.HookValidate {
+			if r.p.WantsCompactPods() {
+				// What the server sends a plugin that asked for compact pods (ABI §7.3).
+				for _, obj := range []*json.RawMessage{&ar.Object, &ar.OldObject} {
+					var err error
+					if *obj, err = compactPodDocument(*obj); err != nil {
+						return nil, fmt.Errorf("request: %w", err)
+					}
+				}
+			}
 			return &Call{Do: func(ctx context.Context) ([]byte, error) { return answer(r.p.Validate(ctx, &ar)) }}, nil
 		}
 		return &Call{Do: func(ctx context.Context) ([]byte, error) { return answer(r.p.Mutate(ctx, &ar)) }}, nil
@@ -201,6 +210,24 @@ func (r *Runner) Prepare(hook string, req json.RawMessage) (*Call, error) {
 // schedulingInput turns a filter/score request file into the host's input as the
 // scheduler builds it: the pod compact unless fullPods (ABI §7.5), nodes serialized
 // through a NodeCache.
+// compactPodDocument turns a v1 Pod's JSON into its compact pod document (ABI §7.5);
+// anything else is returned unchanged.
+func compactPodDocument(raw json.RawMessage) (json.RawMessage, error) {
+	var tm struct{ APIVersion, Kind string }
+	if len(raw) == 0 || json.Unmarshal(raw, &tm) != nil || tm.APIVersion != "v1" || tm.Kind != "Pod" {
+		return raw, nil
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(raw, &pod); err != nil {
+		return nil, fmt.Errorf("pod: %w", err)
+	}
+	c, err := wasm.CompactPod(&pod)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(c)
+}
+
 func schedulingInput(req json.RawMessage, fullPods bool) (*wasm.SchedulingInput, error) {
 	var sr struct {
 		Pod       json.RawMessage `json:"pod"`

@@ -309,6 +309,31 @@ func TestSchedulingInput(t *testing.T) {
 	}
 }
 
+func TestCompactPodDocument(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+		wantErr        bool
+	}{
+		{name: "pod", in: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"team":"a"}},"spec":{"containers":[{"name":"c","image":"i","ports":[{"containerPort":80}]}],"volumes":[{"name":"v"}]}}`,
+			want: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"team":"a"}},"spec":{"containers":[{"name":"c","image":"i","resources":{}}]}}`},
+		{name: "another kind", in: `{"apiVersion":"v1","kind":"ConfigMap","data":{"k":"v"}}`, want: `{"apiVersion":"v1","kind":"ConfigMap","data":{"k":"v"}}`},
+		{name: "no object", in: ``, want: ``},
+		{name: "null", in: `null`, want: `null`},
+		{name: "a pod that does not decode", in: `{"apiVersion":"v1","kind":"Pod","spec":7}`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := compactPodDocument(json.RawMessage(tt.in))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			if !tt.wantErr && string(got) != tt.want {
+				t.Fatalf("got %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestParseRule(t *testing.T) {
 	for _, tc := range []struct {
 		in   string

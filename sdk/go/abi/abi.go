@@ -82,7 +82,10 @@ type ConfigureResponse struct {
 	FullNodes bool   `json:"fullNodes,omitempty"`
 	// FullPods asks for the whole Pod in filter/score requests instead of the compact
 	// pod document of ABI §7.5.
-	FullPods  bool `json:"fullPods,omitempty"`
+	FullPods bool `json:"fullPods,omitempty"`
+	// CompactPods asks for the compact pod document of ABI §7.5 as the object and
+	// oldObject of validate requests about Pods, instead of the whole Pod.
+	CompactPods bool `json:"compactPods,omitempty"`
 	NodeTable bool `json:"nodeTable,omitempty"`
 	Requested bool `json:"requested,omitempty"`
 	// Packed asks for the packed filter/score framing of ABI §7.7 (with NodeTable only).

@@ -24,6 +24,11 @@ func RegisterConfigure(fn func(req *abi.ConfigureRequest) error) { guest.Configu
 // the compact pod document (ABI §7.5), for plugins that read fields abi.Pod lacks.
 func RequestFullPods() { guest.Flags.FullPods = true }
 
+// RequestCompactPods asks the host for the compact pod document (ABI §7.5) as the object
+// of validate requests about Pods: a smaller document to encode and read, for plugins
+// that read only what abi.Pod declares.
+func RequestCompactPods() { guest.Flags.CompactPods = true }
+
 // RequestFullNodes asks the host for full Node objects in filter/score requests.
 func RequestFullNodes() { guest.Flags.FullNodes = true }
 

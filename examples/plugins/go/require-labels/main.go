@@ -20,6 +20,9 @@ type config struct {
 var cfg config
 
 func init() {
+	// Only labels and container images are read: the compact pod document (ABI §7.5)
+	// has them, and costs the server and this plugin a fraction of a whole Pod.
+	wasmplane.RequestCompactPods()
 	wasmplane.RegisterConfigure(func(req *abi.ConfigureRequest) error { return json.Unmarshal(req.Config, &cfg) })
 	validate.Register(func(req *abi.AdmissionRequest) (abi.ValidateResponse, error) {
 		if req.Operation != "CREATE" && req.Operation != "UPDATE" {
