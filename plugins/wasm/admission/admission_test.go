@@ -372,33 +372,48 @@ func TestFailurePolicy(t *testing.T) {
 // create (encoding the admission request, the guest call, decoding its answer), with the
 // require-labels example in Rust and Go: the in-process share of a plugin's cost in
 // tests/admission's BenchmarkPodCreateWasmValidate.
+// requireLabels are the builds of the require-labels example the in-process tests load.
+var requireLabels = []struct {
+	lang  string
+	build func(tb testing.TB) []byte
+}{
+	{"rust", func(tb testing.TB) []byte { return wasmtest.Rust(tb, "require-labels") }},
+	{"go", func(tb testing.TB) []byte { return wasmtest.Go(tb, "examples/plugins/go/require-labels") }},
+}
+
+// loadRequireLabels loads a build of require-labels n times, each requiring the label
+// "team" and adapted to the chain as "ns/bench-<i>"; all is closed when tb ends.
+func loadRequireLabels(tb testing.TB, build func(testing.TB) []byte, n int) []*wasmadmission.Plugin {
+	tb.Helper()
+	ctx := context.Background()
+	r, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: wasmtest.CacheDir(tb), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = r.Close(ctx) })
+	mod := build(tb)
+	cm, err := r.Compile(ctx, mod, wasm.Digest(mod))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = cm.Close(ctx) })
+	var ps []*wasmadmission.Plugin
+	for i := range n {
+		wp, err := r.Load(ctx, cm, wasm.PluginConfig{Name: fmt.Sprint("bench-", i), Config: json.RawMessage(`{"labels":["team"]}`), Limits: wasm.Limits{Instances: 1, MaxInstances: 2}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = wp.Close(ctx) })
+		ps = append(ps, &wasmadmission.Plugin{PluginName: fmt.Sprint("ns/bench-", i), Caller: wp})
+	}
+	return ps
+}
+
 func BenchmarkValidate(b *testing.B) {
-	for _, m := range []struct {
-		lang  string
-		build func(tb testing.TB) []byte
-	}{
-		{"rust", func(tb testing.TB) []byte { return wasmtest.Rust(tb, "require-labels") }},
-		{"go", func(tb testing.TB) []byte { return wasmtest.Go(tb, "examples/plugins/go/require-labels") }},
-	} {
+	for _, m := range requireLabels {
 		b.Run(m.lang, func(b *testing.B) {
-			mod := m.build(b)
 			ctx := context.Background()
-			r, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: wasmtest.CacheDir(b), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer r.Close(ctx)
-			cm, err := r.Compile(ctx, mod, wasm.Digest(mod))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cm.Close(ctx)
-			wp, err := r.Load(ctx, cm, wasm.PluginConfig{Name: "bench", Config: json.RawMessage(`{"labels":["team"]}`), Limits: wasm.Limits{Instances: 1, MaxInstances: 2}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer wp.Close(ctx)
-			p := &wasmadmission.Plugin{PluginName: "ns/bench", Caller: wp}
+			p := loadRequireLabels(b, m.build, 1)[0]
 			a := serverPodAttrs()
 			for _, cold := range []bool{false, true} {
 				b.Run(map[bool]string{false: "warm", true: "cold"}[cold], func(b *testing.B) {
@@ -472,34 +487,12 @@ func cpuTime(b *testing.B) time.Duration {
 // plugins (the require-labels example loaded five times) on a pod create: what five
 // plugins add to a create in-process, with the request encoded once for all of them.
 func BenchmarkValidateChain(b *testing.B) {
-	for _, m := range []struct {
-		lang  string
-		build func(tb testing.TB) []byte
-	}{
-		{"rust", func(tb testing.TB) []byte { return wasmtest.Rust(tb, "require-labels") }},
-		{"go", func(tb testing.TB) []byte { return wasmtest.Go(tb, "examples/plugins/go/require-labels") }},
-	} {
+	for _, m := range requireLabels {
 		b.Run(m.lang+"/plugins=5", func(b *testing.B) {
-			mod := m.build(b)
 			ctx := context.Background()
-			r, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: wasmtest.CacheDir(b), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer r.Close(ctx)
-			cm, err := r.Compile(ctx, mod, wasm.Digest(mod))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cm.Close(ctx)
 			var vs []admission.Validator
-			for i := range 5 {
-				wp, err := r.Load(ctx, cm, wasm.PluginConfig{Name: fmt.Sprint("bench-", i), Config: json.RawMessage(`{"labels":["team"]}`), Limits: wasm.Limits{Instances: 1, MaxInstances: 2}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer wp.Close(ctx)
-				vs = append(vs, &wasmadmission.Plugin{PluginName: fmt.Sprint("ns/bench-", i), Caller: wp})
+			for _, p := range loadRequireLabels(b, m.build, 5) {
+				vs = append(vs, p)
 			}
 			chain := &admission.Chain{Sources: []admission.Source{source{vs: vs}}}
 			a := serverPodAttrs()
@@ -593,35 +586,13 @@ func TestCompactPods(t *testing.T) {
 // pods, on pod creates as the server sends them: its answers are those it gives on whole
 // Pods.
 func TestRequireLabelsOnCompactPods(t *testing.T) {
-	for _, m := range []struct {
-		lang  string
-		build func(tb testing.TB) []byte
-	}{
-		{"rust", func(tb testing.TB) []byte { return wasmtest.Rust(tb, "require-labels") }},
-		{"go", func(tb testing.TB) []byte { return wasmtest.Go(tb, "examples/plugins/go/require-labels") }},
-	} {
+	for _, m := range requireLabels {
 		t.Run(m.lang, func(t *testing.T) {
 			ctx := context.Background()
-			r, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: wasmtest.CacheDir(t), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close(ctx)
-			mod := m.build(t)
-			cm, err := r.Compile(ctx, mod, wasm.Digest(mod))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cm.Close(ctx)
-			wp, err := r.Load(ctx, cm, wasm.PluginConfig{Name: "require-labels", Config: json.RawMessage(`{"labels":["team"]}`), Limits: wasm.Limits{Instances: 1}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer wp.Close(ctx)
-			if !wp.WantsCompactPods() {
+			p := loadRequireLabels(t, m.build, 1)[0]
+			if !p.Caller.(*wasm.Plugin).WantsCompactPods() {
 				t.Fatal("the example did not ask for compact pods")
 			}
-			p := &wasmadmission.Plugin{PluginName: "require-labels", Caller: wp}
 			tests := []struct {
 				name   string
 				change func(*corev1.Pod)

@@ -86,8 +86,8 @@ type ConfigureResponse struct {
 	// CompactPods asks for the compact pod document of ABI §7.5 as the object and
 	// oldObject of validate requests about Pods, instead of the whole Pod.
 	CompactPods bool `json:"compactPods,omitempty"`
-	NodeTable bool `json:"nodeTable,omitempty"`
-	Requested bool `json:"requested,omitempty"`
+	NodeTable   bool `json:"nodeTable,omitempty"`
+	Requested   bool `json:"requested,omitempty"`
 	// Packed asks for the packed filter/score framing of ABI §7.7 (with NodeTable only).
 	Packed bool `json:"packed,omitempty"`
 }
