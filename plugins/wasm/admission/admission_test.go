@@ -89,6 +89,10 @@ func TestRequestJSON(t *testing.T) {
 		"delete": func(a *admission.Attributes) {
 			a.Operation, a.OldObject, a.Object = admission.Delete, a.Object, nil
 		},
+		"cluster-scoped, odd user": func(a *admission.Attributes) {
+			a.Namespace, a.Name, a.Subresource = "", "<x>&\"y\"", ""
+			a.User = admission.UserInfo{Name: "ü\u2028\n", Groups: []string{}, Extra: map[string][]string{"b": nil, "a": {}, "c<": {"1", "\x00"}}}
+		},
 		"typed": func(a *admission.Attributes) {
 			a.Object.(*corev1.Pod).TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 		},

@@ -237,15 +237,13 @@ func (a *adapter) podJSON(state *framework.CycleState, pod *v1.Pod) ([]byte, err
 	if d, err := framework.ReadAs[*podDoc](state, key); err == nil {
 		return d.b, nil
 	}
-	var doc any = pod
-	if !full {
-		c, err := wasm.CompactPod(pod)
-		if err != nil {
-			return nil, err
-		}
-		doc = c
+	var b []byte
+	var err error
+	if full {
+		b, err = json.Marshal(pod)
+	} else {
+		b, err = wasm.CompactPodJSON(pod)
 	}
-	b, err := json.Marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("encode pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}

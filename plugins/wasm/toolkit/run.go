@@ -221,11 +221,7 @@ func compactPodDocument(raw json.RawMessage) (json.RawMessage, error) {
 	if err := json.Unmarshal(raw, &pod); err != nil {
 		return nil, fmt.Errorf("pod: %w", err)
 	}
-	c, err := wasm.CompactPod(&pod)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(c)
+	return wasm.CompactPodJSON(&pod)
 }
 
 func schedulingInput(req json.RawMessage, fullPods bool) (*wasm.SchedulingInput, error) {
@@ -248,11 +244,8 @@ func schedulingInput(req json.RawMessage, fullPods bool) (*wasm.SchedulingInput,
 		if err := json.Unmarshal(sr.Pod, &pod); err != nil {
 			return nil, fmt.Errorf("scheduling request: pod: %w", err)
 		}
-		c, err := wasm.CompactPod(&pod)
-		if err != nil {
-			return nil, err
-		}
-		if sr.Pod, err = json.Marshal(c); err != nil {
+		var err error
+		if sr.Pod, err = wasm.CompactPodJSON(&pod); err != nil {
 			return nil, fmt.Errorf("scheduling request: pod: %w", err)
 		}
 	}
