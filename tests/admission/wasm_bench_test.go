@@ -17,9 +17,8 @@ import (
 
 // BenchmarkPodCreateWasmValidate measures pod create latency through an API-only server
 // with 0, 1 and 5 validating WASM plugins matching the pods: the require-labels example
-// built from Rust (the fastest validate call of the example languages) and from standard
-// Go, each plugin configured to require the label the pods carry, so every create runs
-// every plugin and is admitted. Reports p50/p99 in microseconds per case and what one
+// built from Rust, C, AssemblyScript and standard Go, each plugin configured to require
+// the label the pods carry, so every create runs every plugin and is admitted. Reports p50/p99 in microseconds per case and what one
 // plugin adds at p50 (five plugins against none, divided by five); the goal is at most
 // 100 µs per plugin at p50.
 func BenchmarkPodCreateWasmValidate(b *testing.B) {
@@ -32,6 +31,8 @@ func BenchmarkPodCreateWasmValidate(b *testing.B) {
 		wasm []byte
 	}{
 		{"rust", wasmtest.Rust(b, "require-labels")},
+		{"c", wasmtest.C(b, "require-labels")},
+		{"assemblyscript", wasmtest.AssemblyScript(b, "require-labels")},
 		{"go", wasmtest.Go(b, "examples/plugins/go/require-labels")},
 	}
 	type setup struct {
@@ -86,8 +87,10 @@ func BenchmarkPodCreateWasmValidate(b *testing.B) {
 			b.ReportMetric(p50[st.name], st.name+"-p50-µs")
 			b.ReportMetric(float64(lat[i][len(lat[i])*99/100].Microseconds()), st.name+"-p99-µs")
 		}
-		// What one plugin adds at p50: the five-plugin case against none, per plugin.
+		// What a plugin adds at p50: one alone, and each of five (five against none, per
+		// plugin).
 		for _, m := range modules {
+			b.ReportMetric(p50[m.lang+"/plugins=1"]-p50["plugins=0"], m.lang+"-one-plugin-µs")
 			b.ReportMetric((p50[m.lang+"/plugins=5"]-p50["plugins=0"])/5, m.lang+"-per-plugin-µs")
 		}
 	})
