@@ -66,20 +66,29 @@ func TestParallelValidators(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	t.Run("they start beside the object's own validation", func(t *testing.T) {
+	t.Run("all but the first start beside the object's own validation", func(t *testing.T) {
+		// The first runs in Finish, on the caller's goroutine; the others are under way
+		// before it.
+		var firstRan atomic.Bool
 		started := make(chan struct{})
-		src := &source{vs: []admission.Validator{&funcValidator{name: "v", fn: func(context.Context, *admission.Attributes) error {
-			close(started)
-			return nil
-		}}}}
+		src := &source{vs: []admission.Validator{
+			&funcValidator{name: "first", fn: func(context.Context, *admission.Attributes) error { firstRan.Store(true); return nil }},
+			&funcValidator{name: "second", fn: func(context.Context, *admission.Attributes) error { close(started); return nil }},
+		}}
 		c := &admission.Chain{Sources: []admission.Source{src}}
 		v := c.StartValidate(context.Background(), podAttributes())
-		// The registry's validation would run here; the plugin is already under way.
+		// The registry's validation would run here; the second plugin is already under way.
 		if err := waitFor(context.Background(), started); err != nil {
-			t.Fatal("the dynamic validator did not start before Finish")
+			t.Fatal("the second dynamic validator did not start before Finish")
+		}
+		if firstRan.Load() {
+			t.Fatal("the first dynamic validator ran before Finish")
 		}
 		if err := v.Finish(); err != nil {
 			t.Fatal(err)
+		}
+		if !firstRan.Load() {
+			t.Fatal("Finish did not run the first dynamic validator")
 		}
 		if src.held != 0 {
 			t.Fatalf("%d acquisitions not released", src.held)
@@ -191,16 +200,22 @@ func TestParallelValidators(t *testing.T) {
 		}
 	})
 	t.Run("abandon cancels and waits", func(t *testing.T) {
-		var returned atomic.Bool
-		src := &source{vs: []admission.Validator{&funcValidator{name: "stuck", fn: func(ctx context.Context, _ *admission.Attributes) error {
-			defer returned.Store(true)
-			<-ctx.Done()
-			return ctx.Err()
-		}}}}
+		var returned, firstRan atomic.Bool
+		src := &source{vs: []admission.Validator{
+			&funcValidator{name: "first", fn: func(context.Context, *admission.Attributes) error { firstRan.Store(true); return nil }},
+			&funcValidator{name: "stuck", fn: func(ctx context.Context, _ *admission.Attributes) error {
+				defer returned.Store(true)
+				<-ctx.Done()
+				return ctx.Err()
+			}},
+		}}
 		c := &admission.Chain{Sources: []admission.Source{src}}
 		c.StartValidate(context.Background(), podAttributes()).Abandon()
 		if !returned.Load() {
 			t.Fatal("Abandon returned before the plugin did")
+		}
+		if firstRan.Load() {
+			t.Fatal("an abandoned phase ran the first dynamic validator")
 		}
 		if src.held != 0 {
 			t.Fatalf("%d acquisitions not released", src.held)
