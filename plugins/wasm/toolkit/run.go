@@ -207,9 +207,6 @@ func (r *Runner) Prepare(hook string, req json.RawMessage) (*Call, error) {
 	}}, nil
 }
 
-// schedulingInput turns a filter/score request file into the host's input as the
-// scheduler builds it: the pod compact unless fullPods (ABI §7.5), nodes serialized
-// through a NodeCache.
 // compactPodDocument turns a v1 Pod's JSON into its compact pod document (ABI §7.5);
 // anything else is returned unchanged.
 func compactPodDocument(raw json.RawMessage) (json.RawMessage, error) {
@@ -224,6 +221,9 @@ func compactPodDocument(raw json.RawMessage) (json.RawMessage, error) {
 	return wasm.CompactPodJSON(&pod)
 }
 
+// schedulingInput turns a filter/score request file into the host's input as the
+// scheduler builds it: the pod compact unless fullPods (ABI §7.5), nodes serialized
+// through a NodeCache.
 func schedulingInput(req json.RawMessage, fullPods bool) (*wasm.SchedulingInput, error) {
 	var sr struct {
 		Pod       json.RawMessage `json:"pod"`
