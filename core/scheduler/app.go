@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,8 +69,15 @@ func RunStandalone(ctx context.Context, restCfg *rest.Config, opts StandaloneOpt
 	if err != nil {
 		return fmt.Errorf("scheduler client: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Each term of leadership builds a new scheduler, whose metrics go to a new registry:
+	// /metrics serves the process's collectors and the current term's.
+	process := prometheus.NewRegistry()
+	process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var term atomic.Pointer[prometheus.Registry]
+	term.Store(prometheus.NewRegistry())
+	gather := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		return prometheus.Gatherers{process, term.Load()}.Gather()
+	})
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -84,7 +93,7 @@ func RunStandalone(ctx context.Context, restCfg *rest.Config, opts StandaloneOpt
 			opts.OnListening(ln.Addr().String())
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		wg.Add(2)
@@ -101,6 +110,8 @@ func RunStandalone(ctx context.Context, restCfg *rest.Config, opts StandaloneOpt
 	run := func(ctx context.Context) error {
 		factory := informers.NewSharedInformerFactory(client, 0)
 		defer factory.Shutdown()
+		reg := prometheus.NewRegistry()
+		term.Store(reg)
 		s, err := New(client, factory, Config{Configuration: cfg, Registerer: reg, Logger: log})
 		if err != nil {
 			return err
