@@ -1,11 +1,14 @@
 package robustness
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -55,8 +58,31 @@ func checkLinearizable(r *report, h *history, keys []string, final listRecord, v
 		if err := porcupine.VisualizePath(objectModel, info, path); err == nil {
 			r.visualization = path
 		}
-		r.fail("per-object history: %s (%d operations; visualization %s)", res, len(ops), r.visualization)
+		r.fail("per-object history: %s (%d operations; visualization %s)%s", res, len(ops), r.visualization, illegalObject(ops))
 	}
+}
+
+// illegalObject finds an object whose history alone is not linearizable and shows it, in
+// call order, up to the shortest prefix that is not.
+func illegalObject(ops []porcupine.Operation) string {
+	for _, part := range objectModel.Partition(ops) {
+		if porcupine.CheckOperations(objectModel, part) {
+			continue
+		}
+		slices.SortFunc(part, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+		// The shortest prefix (by call time) that is already illegal ends near the culprit.
+		n := sort.Search(len(part), func(i int) bool { return !porcupine.CheckOperations(objectModel, part[:i+1]) })
+		var b strings.Builder
+		for _, op := range part[max(0, n-25):min(len(part), n+1)] {
+			ret := "pending"
+			if op.Return != pendingReturn {
+				ret = fmt.Sprintf("%.3fs", float64(op.Return)/1e9)
+			}
+			fmt.Fprintf(&b, "\n  client %d [%.3fs, %s] %s", op.ClientId, float64(op.Call)/1e9, ret, objectModel.DescribeOperation(op.Input, op.Output))
+		}
+		return "; the first illegal prefix of one object's history ends with:" + b.String()
+	}
+	return ""
 }
 
 // stateAt replays a segment up to rv (listRV <= rv <= coveredTo).

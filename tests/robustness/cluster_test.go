@@ -206,7 +206,9 @@ func (e *env) etcdLeader(ctx context.Context) (int, error) {
 	defer c.Close()
 	var lastErr error
 	for i, u := range e.etcdURLs {
-		st, err := c.Status(ctx, u)
+		sctx, cancel := context.WithTimeout(ctx, time.Second) // a killed member does not answer
+		st, err := c.Status(sctx, u)
+		cancel()
 		if err != nil {
 			lastErr = err
 			continue

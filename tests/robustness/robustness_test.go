@@ -112,6 +112,7 @@ func runScenario(t *testing.T, e *env, p profile, fault string) {
 
 	trafficCtx, stopTraffic := context.WithCancel(context.Background())
 	traffic := make(chan struct{})
+	defer func() { stopTraffic(); <-traffic }() // also when a fault fails the run
 	go func() {
 		defer close(traffic)
 		runTraffic(trafficCtx, h, trafficConfig{namespace: ns, keys: keys, clients: e.clientsets(p.clients, 5*time.Second)})

@@ -201,11 +201,14 @@ func (c *trafficClient) step(parent context.Context) {
 	ret := c.h.now()
 	st, reason, effect := classify(err)
 	if !effect {
+		if reason == "connection refused" {
+			pause(parent, 20*time.Millisecond) // the server is down: do not spin
+		}
 		c.h.mu.Lock()
 		if reason == "connection refused" {
 			c.h.failed++
 		} else {
-			c.h.refused[in.Kind.String()+" "+reason]++
+			c.h.refused[in.Kind.String()+" "+reason+" ("+truncate(err.Error(), 80)+")"]++
 		}
 		c.h.mu.Unlock()
 		return
@@ -259,4 +262,11 @@ func (c *trafficClient) list(ctx context.Context, kind string) {
 	c.h.mu.Lock()
 	c.h.lists = append(c.h.lists, rec)
 	c.h.mu.Unlock()
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
