@@ -905,7 +905,7 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts ListOptions) (watch
 		if opts.ResourceVersion == "" {
 			cur, err := c.store.CurrentResourceVersion(ctx)
 			if err != nil {
-				return nil, err
+				return newErrWatcher(err), nil
 			}
 			need = cur
 		}
@@ -940,7 +940,7 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts ListOptions) (watch
 		if mode.fromRV < c.oldestRev {
 			oldest := c.oldestRev
 			c.mu.Unlock()
-			return nil, errTooOldRV(mode.fromRV, oldest)
+			return newErrWatcher(errTooOldRV(mode.fromRV, oldest)), nil
 		}
 		replay = c.eventsAfterLocked(mode.fromRV)
 	}
