@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	cliflag "k8s.io/component-base/cli/flag"
 )
@@ -26,6 +27,10 @@ func parseServingTLS(minVersion string, suites []string) (servingTLS, error) {
 	ids, err := cliflag.TLSCipherSuites(suites)
 	if err != nil {
 		return servingTLS{}, fmt.Errorf("--tls-cipher-suites: %w", err)
+	}
+	if len(ids) > 0 && v < tls.VersionTLS13 && !slices.Contains(ids, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256) && !slices.Contains(ids, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256) {
+		// Go's HTTP/2 server refuses to start otherwise; say so before anything starts.
+		return servingTLS{}, fmt.Errorf("--tls-cipher-suites: HTTP/2 needs TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 or TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 in the list")
 	}
 	return servingTLS{minVersion: v, cipherSuites: ids}, nil
 }

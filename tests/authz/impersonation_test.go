@@ -61,10 +61,11 @@ func TestImpersonation(t *testing.T) {
 		// erin may impersonate any user, group, service account, uid and extra.
 		{ObjectMeta: metav1.ObjectMeta{Name: "impersonate-all"}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"users", "groups", "serviceaccounts"}, Verbs: []string{"impersonate"}},
-			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"uids", "userextras/*"}, Verbs: []string{"impersonate"}}}},
-		// jane may work with config maps and pods, and create CSRs.
+			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"uids", "userextras/example.com/team", "userextras/scopes"}, Verbs: []string{"impersonate"}}}},
+		// jane may work with config maps and pods (bound in namespace imp), and create CSRs.
 		{ObjectMeta: metav1.ObjectMeta{Name: "jane-work"}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"configmaps", "pods"}, Verbs: []string{"*"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps", "pods"}, Verbs: []string{"*"}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "jane-csr"}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create", "get"}}}},
 	}
 	for _, r := range roles {
@@ -87,7 +88,7 @@ func TestImpersonation(t *testing.T) {
 		t.Fatal(err)
 	}
 	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "jane-csr"},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "jane-work"}, Subjects: subject("jane")}
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "jane-csr"}, Subjects: subject("jane")}
 	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

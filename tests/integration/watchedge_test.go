@@ -56,7 +56,16 @@ func TestWatchEdgeCases(t *testing.T) {
 		}
 	})
 	t.Run("a too old resourceVersion is a 410 ERROR event", func(t *testing.T) {
-		req, _ := http.NewRequestWithContext(ctx, "GET", base+"?watch=1&resourceVersion=1", nil)
+		// A restarted server's watch cache starts at the current revision: the
+		// config map's first resourceVersion is older than anything it can replay.
+		old := cm.ResourceVersion
+		if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		srv = srv.Restart(t)
+		cs, hc = srv.Clientset(t, false), srv.HTTPClient(t)
+		base = srv.URL() + "/api/v1/namespaces/" + ns + "/configmaps"
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"?watch=1&resourceVersion="+old, nil)
 		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -78,11 +87,11 @@ func TestWatchEdgeCases(t *testing.T) {
 		}
 		st := ev.Object
 		if ev.Type != "ERROR" || st.Kind != "Status" || st.Code != http.StatusGone || st.Reason != metav1.StatusReasonExpired ||
-			!strings.HasPrefix(st.Message, "too old resource version: 1 (") {
+			!strings.HasPrefix(st.Message, "too old resource version: "+old+" (") {
 			t.Fatalf("got %s", line)
 		}
 		for _, m := range modes {
-			w, err := srv.Clientset(t, m.json).CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: "1"})
+			w, err := srv.Clientset(t, m.json).CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: old})
 			if err != nil {
 				t.Fatalf("%s: %v", m.name, err)
 			}
