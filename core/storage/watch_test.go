@@ -327,13 +327,14 @@ func TestWatchTooOld(t *testing.T) {
 		if err := c.Create(ctx, podKey(c.cfg, "ns", "b"), big("b"), b); err != nil {
 			t.Fatal(err)
 		}
-		w, err = c.Watch(ctx, c.cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: z.ResourceVersion})
-		expectGone(t, w, err)
+		// A watch from b waits until the cache has b.
 		w, err = c.Watch(ctx, c.cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: b.ResourceVersion})
 		if err != nil {
 			t.Fatal(err)
 		}
 		w.Stop()
+		w, err = c.Watch(ctx, c.cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: z.ResourceVersion})
+		expectGone(t, w, err)
 	})
 	t.Run("cacher ring", func(t *testing.T) {
 		c := newTestCacher(t, CacherConfig{EventBufferSize: 5})

@@ -55,6 +55,22 @@ func TestWatchEdgeCases(t *testing.T) {
 			t.Fatalf("want 400 about timeoutSeconds, got %v", err)
 		}
 	})
+	t.Run("a failed JSON patch test names its path", func(t *testing.T) {
+		patch := `[{"op":"test","path":"/data/color","value":"red"},{"op":"replace","path":"/data/color","value":"green"}]`
+		_, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, cm.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
+		var se *apierrors.StatusError
+		if !apierrors.IsInvalid(err) || !errors.As(err, &se) || se.ErrStatus.Code != http.StatusUnprocessableEntity {
+			t.Fatalf("want 422, got %v", err)
+		}
+		causes := se.ErrStatus.Details.Causes
+		if len(causes) != 1 || causes[0].Field != "/data/color" || causes[0].Message != "testing value /data/color failed: test failed" {
+			t.Fatalf("causes %+v", causes)
+		}
+		cur, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, cm.Name, metav1.GetOptions{})
+		if err != nil || cur.Data["color"] != "blue" {
+			t.Fatalf("the failed patch wrote something: %v %v", cur.Data, err)
+		}
+	})
 	t.Run("a too old resourceVersion is a 410 ERROR event", func(t *testing.T) {
 		// A restarted server's watch cache starts at the current revision: the
 		// config map's first resourceVersion is older than anything it can replay.
@@ -63,6 +79,8 @@ func TestWatchEdgeCases(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv = srv.Restart(t)
+		// The restart may take a while on a loaded machine: a fresh deadline for the rest.
+		ctx := ctxFor(t)
 		cs, hc = srv.Clientset(t, false), srv.HTTPClient(t)
 		base = srv.URL() + "/api/v1/namespaces/" + ns + "/configmaps"
 		req, _ := http.NewRequestWithContext(ctx, "GET", base+"?watch=1&resourceVersion="+old, nil)
@@ -101,22 +119,6 @@ func TestWatchEdgeCases(t *testing.T) {
 			if e.Type != watch.Error || !ok || !apierrors.IsResourceExpired(apierrors.FromObject(st)) {
 				t.Fatalf("%s: got %s %#v", m.name, e.Type, e.Object)
 			}
-		}
-	})
-	t.Run("a failed JSON patch test names its path", func(t *testing.T) {
-		patch := `[{"op":"test","path":"/data/color","value":"red"},{"op":"replace","path":"/data/color","value":"green"}]`
-		_, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, cm.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
-		var se *apierrors.StatusError
-		if !apierrors.IsInvalid(err) || !errors.As(err, &se) || se.ErrStatus.Code != http.StatusUnprocessableEntity {
-			t.Fatalf("want 422, got %v", err)
-		}
-		causes := se.ErrStatus.Details.Causes
-		if len(causes) != 1 || causes[0].Field != "/data/color" || causes[0].Message != "testing value /data/color failed: test failed" {
-			t.Fatalf("causes %+v", causes)
-		}
-		cur, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, cm.Name, metav1.GetOptions{})
-		if err != nil || cur.Data["color"] != "blue" {
-			t.Fatalf("the failed patch wrote something: %v %v", cur.Data, err)
 		}
 	})
 }
