@@ -75,6 +75,7 @@ func TestWatchEdgeCases(t *testing.T) {
 		// A restarted server's watch cache starts at the current revision: the
 		// config map's first resourceVersion is older than anything it can replay.
 		old := cm.ResourceVersion
+		cm.Data["color"] = "green" // an update that changes nothing would not be written
 		if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
