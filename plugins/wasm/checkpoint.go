@@ -3,10 +3,15 @@ package wasm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"time"
 
+	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/wasmplane/wasmplane/sdk/go/abi"
 )
 
 // termination selects how a call's deadline stops a guest. Only benchmarks pick another
@@ -74,4 +79,31 @@ func (in *instance) checkpoint(mod api.Module) {
 		return
 	}
 	panic(in.fired)
+}
+
+// InstantiateCheckpoint gives rt the host function that modules rewritten by Instrument
+// import, for runtimes other than the plugin host's (the kubelet's WASI runtime): it
+// refills the guest's fuel, yields the P, and ends the guest with
+// sys.ExitCodeContextCanceled once the context of its call is done. The guest's
+// goroutine thus comes back into Go (where the scheduler and the garbage collector can
+// stop it) at least every fuelQuantum function entries and loop iterations, whether it
+// loops or only recurses.
+func InstantiateCheckpoint(ctx context.Context, rt wazero.Runtime) error {
+	_, err := rt.NewHostModuleBuilder(abi.HostModule).
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, _ []uint64) {
+			if g, ok := mod.ExportedGlobal(fuelExport).(api.MutableGlobal); ok {
+				g.Set(fuelQuantum)
+			}
+			if ctx.Err() != nil {
+				panic(sys.NewExitError(sys.ExitCodeContextCanceled))
+			}
+			runtime.Gosched()
+		}), nil, nil).
+		Export(checkpointImport).
+		Instantiate(ctx)
+	if err != nil {
+		return fmt.Errorf("wasm: instantiate the checkpoint: %w", err)
+	}
+	return nil
 }
