@@ -132,8 +132,13 @@ func withAggregated(doc *aggregatedDocument, legacy restful.RouteFunction) restf
 // (every other group, in the order and with the preferred version of the legacy list)
 // from the same APIResourceLists the legacy /api/v1 and /apis/<group>/<version> serve.
 func (s *Server) aggregatedDocuments(groups *metav1.APIGroupList) (api, apis *apidiscoveryv2.APIGroupDiscoveryList, err error) {
+	return aggregatedDocumentsOf(s.groups, groups)
+}
+
+// aggregatedDocumentsOf is aggregatedDocuments for the group versions served.
+func aggregatedDocumentsOf(served []groupVersion, groups *metav1.APIGroupList) (api, apis *apidiscoveryv2.APIGroupDiscoveryList, err error) {
 	byGV := map[schema.GroupVersion]groupVersion{}
-	for _, g := range s.groups {
+	for _, g := range served {
 		byGV[g.gv] = g
 	}
 	version := func(gv schema.GroupVersion) (apidiscoveryv2.APIVersionDiscovery, error) {

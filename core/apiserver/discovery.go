@@ -54,10 +54,14 @@ func (s *Server) addVersionDiscovery(ws *restful.WebService, g groupVersion) {
 }
 
 // groupList is the /apis document.
-func (s *Server) groupList() *metav1.APIGroupList {
+func (s *Server) groupList() *metav1.APIGroupList { return groupListOf(s.groups) }
+
+// groupListOf is the /apis document of groups, in their order; a group's first version
+// is its preferred one.
+func groupListOf(groups []groupVersion) *metav1.APIGroupList {
 	out := &metav1.APIGroupList{}
 	index := map[string]int{}
-	for _, g := range s.groups {
+	for _, g := range groups {
 		if g.gv.Group == "" {
 			continue
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/apiserver/openapi"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	"github.com/wasmplane/wasmplane/core/apiserver/resources"
+	"github.com/wasmplane/wasmplane/core/apiserver/resources/apiextensions"
 	"github.com/wasmplane/wasmplane/core/authn"
 	"github.com/wasmplane/wasmplane/core/authz"
 	"github.com/wasmplane/wasmplane/core/storage"
@@ -103,6 +104,14 @@ type Server struct {
 	metrics         *prometheus.Registry
 	// nsMarked remembers namespaces this server just put in Terminating.
 	nsMarked recentSet
+	// dynamic holds the resources added while the server runs (custom resources).
+	dynamic dynamicAPI
+	// storage, admission and maxBody are what dynamic resources are built with.
+	storage   StorageFactory
+	admission registry.Admission
+	maxBody   int64
+	inits     registry.Initializers
+	openapi   *openapi.Service
 }
 
 // liveLookupTTL is how long after marking a namespace Terminating NamespaceLifecycle
@@ -172,9 +181,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.RuleResolver == nil {
 		cfg.RuleResolver = noRules{}
 	}
-	s := &Server{codecs: endpoints.NewCodecs(cfg.Scheme), stores: map[schema.GroupResource]*registry.Store{}, metrics: cfg.Metrics}
+	s := &Server{codecs: endpoints.NewCodecs(cfg.Scheme), stores: map[schema.GroupResource]*registry.Store{}, metrics: cfg.Metrics,
+		storage: cfg.Storage, maxBody: cfg.MaxRequestBodyBytes}
 	inits := &initializerRegistry{s: s, waiting: cfg.InitializerWaiting}
+	s.inits = inits
 	chain := builtinAdmission(s, cfg.AdmissionSources)
+	s.admission = chain
 	defs := map[schema.GroupVersion][]resources.Definition{
 		corev1.SchemeGroupVersion: resources.WithKubeletConnection(resources.Core(), resources.KubeletConnection{TLS: cfg.KubeletClientTLS,
 			GetNode: func(ctx context.Context, name string) (*corev1.Node, error) {
@@ -201,6 +213,7 @@ func New(cfg Config) (*Server, error) {
 	extra = append(extra, resources.Certificates()...)
 	extra = append(extra, resources.SchedulingInputs()...)
 	extra = append(extra, resources.Authorization(cfg.Authorizer, cfg.RuleResolver)...)
+	extra = append(extra, apiextensions.Definitions()...)
 	for _, d := range resources.Authentication(cfg.TokenReviewer) {
 		if d.Resource.Name == "tokenreviews" && cfg.TokenReviewer == nil {
 			continue
@@ -285,6 +298,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building OpenAPI documents: %w", err)
 	}
+	s.openapi = oa
 	paths.Handle("/openapi/v2", oa.V2())
 	paths.Handle("/openapi/v3", oa.V3())
 	paths.HandlePrefix("/openapi/v3/", oa.V3())
@@ -300,7 +314,8 @@ func New(cfg Config) (*Server, error) {
 	paths.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, metav1.RootPaths{Paths: append(paths.ListedPaths(), "/api", "/api/v1", "/apis")})
 	}))
-	var h http.Handler = mux.Director{Container: container, NonGoRestful: paths}
+	s.dynamic.state.Store(s.buildDynamicState())
+	var h http.Handler = s.withDynamic(mux.Director{Container: container, NonGoRestful: paths})
 	h = withRequestMetrics(h, cfg.Metrics)
 	h = filters.WithMaxInFlight(h, cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, s.codecs.WriteError)
 	authorized := filters.WithRequestInfo(filters.WithAuthorization(h, cfg.Authorizer, s.codecs.WriteError))

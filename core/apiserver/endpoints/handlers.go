@@ -35,6 +35,10 @@ type Scope struct {
 	Admission registry.Admission
 	// Now is the clock used for ages in tables; nil = time.Now.
 	Now func() time.Time
+	// Coerce, when set, prunes a decoded object by its schema and returns the paths of
+	// the unknown fields it dropped, which fieldValidation turns into an error or warnings
+	// (custom resources).
+	Coerce func(obj runtime.Object) (unknown []string, err error)
 }
 
 func (s *Scope) resource() *registry.Resource { return s.Store.Resource }
@@ -102,6 +106,12 @@ func (s *Scope) decodeObject(w http.ResponseWriter, req *http.Request, body []by
 	if len(body) == 0 {
 		return nil, apierrors.NewBadRequest("the request body is empty")
 	}
+	if into == nil {
+		// Unstructured resources decode into their own type: the scheme does not know them.
+		if u, ok := s.resource().NewFunc().(runtime.Unstructured); ok {
+			into = u
+		}
+	}
 	obj, gvk, err := dec.Decode(body, &want, into)
 	if err != nil && runtime.IsStrictDecodingError(err) && obj != nil {
 		var sde interface{ Errors() []error }
@@ -131,6 +141,24 @@ func (s *Scope) decodeObject(w http.ResponseWriter, req *http.Request, body []by
 	}
 	if gvk.Kind != want.Kind {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", gvk.Kind, want.Kind))
+	}
+	if s.Coerce != nil && want == s.resource().GroupVersionKind() {
+		unknown, err := s.Coerce(obj)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized or malformed: %v", err))
+		}
+		if len(unknown) > 0 && directive != metav1.FieldValidationIgnore {
+			msgs := make([]string, len(unknown))
+			for i, p := range unknown {
+				msgs[i] = fmt.Sprintf("unknown field %q", p)
+			}
+			if directive == metav1.FieldValidationStrict {
+				return nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(msgs, ", "))
+			}
+			for _, m := range msgs {
+				addWarning(w, m)
+			}
+		}
 	}
 	return obj, nil
 }
