@@ -256,7 +256,7 @@ func (s *Scope) Update(w http.ResponseWriter, req *http.Request, r Request, stra
 		if err != nil {
 			return nil, 0, err
 		}
-		uopts := registry.UpdateOptions{WriteOptions: wopts, Strategy: strategy, AllowCreate: strategy == nil && s.allowCreateOnUpdate(), AllowUnconditional: true}
+		uopts := s.Store.UpdateOptionsFor(wopts, strategy)
 		var out runtime.Object
 		out, created, err = s.Store.Update(ctx, r.Namespace, r.Name, func(_ context.Context, _ runtime.Object) (runtime.Object, error) {
 			return obj.DeepCopyObject(), nil
@@ -267,14 +267,6 @@ func (s *Scope) Update(w http.ResponseWriter, req *http.Request, r Request, stra
 		}
 		return out, code, err
 	})
-}
-
-func (s *Scope) allowCreateOnUpdate() bool {
-	switch s.resource().Name {
-	case "events", "leases", "configmaps", "secrets":
-		return true
-	}
-	return false
 }
 
 // Delete serves DELETE on one object.
