@@ -2,10 +2,8 @@ package apiserver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -31,7 +29,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/kube-openapi/pkg/spec3"
 )
 
 var crdResource = apiextensionsv1.Resource("customresourcedefinitions")
@@ -65,8 +62,8 @@ type servedCRD struct {
 	// stores by version, for cleanup.
 	stores      []*registry.Store
 	terminating *bool
-	// openAPI are the v3 documents of the served versions, by group version.
-	openAPI map[string]*spec3.OpenAPI
+	// gvrs are the resources served for the CRD.
+	gvrs []schema.GroupVersionResource
 }
 
 // RunCustomResources serves CustomResourceDefinitions until ctx ends.
@@ -74,7 +71,7 @@ func (s *Server) RunCustomResources(ctx context.Context, log *slog.Logger) {
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &crdServer{s: s, log: log, crds: s.stores[crdResource],
+	c := &crdServer{s: s, log: log, crds: s.Store(crdResource),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 5*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "crds"}),
 		seen: map[string]*apiextensionsv1.CustomResourceDefinition{}, served: map[string]*servedCRD{}}
@@ -294,7 +291,7 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 		}
 		// One store for every version: a field selector of any version can be matched.
 		storageRes.GetAttrs = unionAttrs(attrs)
-		st, err := c.s.storage(&storageRes, prefix)
+		st, err := c.s.newStorage(&storageRes, prefix)
 		if err != nil {
 			return fmt.Errorf("storage for %s: %w", crd.Name, err)
 		}
@@ -302,94 +299,73 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 		c.served[crd.Name] = cur
 	}
 	*cur.terminating = terminating
-	cur.built = built
 	cur.stores = nil
-	codecs := c.s.codecs.WithoutProtobuf()
-	var gvs []DynamicGroupVersion
+	var defs []endpoints.Definition
 	for _, v := range versions {
 		res := v.Resource
-		store := registry.NewStore(res, &customresource.Versioned{Inner: cur.storage,
-			Served: res.GroupVersion, Stored: schema.GroupVersion{Group: res.GroupVersion.Group, Version: v.StorageVersion}}, prefix)
-		store.Initializers = c.s.inits
+		res.StoragePrefix = prefix
+		res.Warning = v.Deprecation
+		coerce := v.Coerce
+		res.Prune = func(obj runtime.Object) ([]string, error) {
+			u, ok := obj.(*unstructured.Unstructured)
+			if !ok {
+				return nil, nil
+			}
+			return coerce(u)
+		}
+		st := &customresource.Versioned{Inner: cur.storage, Served: res.GroupVersion, Stored: schema.GroupVersion{Group: res.GroupVersion.Group, Version: v.StorageVersion}}
+		store := registry.NewStore(res, st, prefix)
+		store.Initializers = c.s.initializers
 		cur.stores = append(cur.stores, store)
 		if !v.Served {
 			continue
 		}
-		coerce := v.Coerce
-		scope := &endpoints.Scope{Store: store, Codecs: codecs, MaxRequestBodyBytes: c.s.maxBody, Admission: c.s.admission,
-			Coerce: func(obj runtime.Object) ([]string, error) {
-				u, ok := obj.(*unstructured.Unstructured)
-				if !ok {
-					return nil, nil
-				}
-				return coerce(u)
-			}}
-		a := &endpoints.APIResource{Scope: scope}
 		flag := cur.terminating
-		a.CreateHandler = func(w http.ResponseWriter, req *http.Request, r endpoints.Request) {
-			if *flag {
-				err := apierrors.NewMethodNotSupported(res.GroupResource(), "create")
-				err.ErrStatus.Message = "create not allowed while custom resource definition is terminating"
-				codecs.WriteError(w, req, err)
-				return
+		d := endpoints.Definition{Resource: res, Storage: st,
+			CreateHandler: func(scope *endpoints.Scope) endpoints.HandlerFunc {
+				return func(w http.ResponseWriter, req *http.Request, r endpoints.Request) {
+					if *flag {
+						err := apierrors.NewMethodNotSupported(res.GroupResource(), "create")
+						err.ErrStatus.Message = "create not allowed while custom resource definition is terminating"
+						scope.Codecs.WriteError(w, req, err)
+						return
+					}
+					scope.Create(w, req, r)
+				}
+			},
+		}
+		status, spec := v.Status, v.Scale
+		d.Subresources = func(scope *endpoints.Scope) []endpoints.Subresource {
+			var subs []endpoints.Subresource
+			if status != nil {
+				subs = append(subs, endpoints.StatusSubresource(scope, status))
 			}
-			scope.Create(w, req, r)
+			if spec != nil {
+				subs = append(subs, resources.ScaleSubresource(scope,
+					func(obj runtime.Object) (*autoscalingv1.Scale, error) { return customresource.ToScale(spec, obj) },
+					func(obj runtime.Object, n int32) { customresource.SetReplicas(spec, obj, n) }))
+			}
+			return subs
 		}
-		if v.Status != nil {
-			a.Subresources = append(a.Subresources, endpoints.StatusSubresource(scope, v.Status))
-		}
-		if spec := v.Scale; spec != nil {
-			a.Subresources = append(a.Subresources, resources.ScaleSubresource(scope,
-				func(obj runtime.Object) (*autoscalingv1.Scale, error) { return customresource.ToScale(spec, obj) },
-				func(obj runtime.Object, n int32) { customresource.SetReplicas(spec, obj, n) }))
-		}
-		gvs = append(gvs, DynamicGroupVersion{GroupVersion: res.GroupVersion, Resources: []*endpoints.APIResource{a}, Warning: v.Deprecation})
-	}
-	cur.openAPI = map[string]*spec3.OpenAPI{}
-	for _, gv := range gvs {
-		doc, err := builder.BuildOpenAPIV3(crd, gv.GroupVersion.Version, builder.Options{V2: false, IncludeSelectableFields: true})
+		doc, err := builder.BuildOpenAPIV3(crd, res.GroupVersion.Version, builder.Options{V2: false, IncludeSelectableFields: true})
 		if err != nil {
 			// kubectl explain will not know the kind; serving does not depend on it.
-			c.log.Warn("building the OpenAPI document of a custom resource", "crd", crd.Name, "version", gv.GroupVersion.Version, "err", err)
-			continue
+			c.log.Warn("building the OpenAPI document of a custom resource", "crd", crd.Name, "version", res.GroupVersion.Version, "err", err)
+		} else {
+			d.OpenAPIV3 = doc
 		}
-		cur.openAPI[gv.GroupVersion.String()] = doc
+		defs = append(defs, d)
 	}
-	c.s.SetDynamic(crd.Name, gvs)
-	c.publishOpenAPI()
+	var next []schema.GroupVersionResource
+	for _, d := range defs {
+		next = append(next, d.Resource.GroupVersionResource())
+	}
+	if err := c.s.ReplaceResources(cur.gvrs, defs...); err != nil {
+		return fmt.Errorf("serving %s: %w", crd.Name, err)
+	}
+	cur.gvrs = next
+	cur.built = built
 	return nil
-}
-
-// publishOpenAPI serves the v3 documents of every served CRD, one per group version
-// (under mu).
-func (c *crdServer) publishOpenAPI() {
-	if c.s.openapi == nil {
-		return
-	}
-	names := slices.Sorted(maps.Keys(c.served))
-	byGV := map[string][]*spec3.OpenAPI{}
-	for _, name := range names {
-		for gv, doc := range c.served[name].openAPI {
-			byGV[gv] = append(byGV[gv], doc)
-		}
-	}
-	out := map[string][]byte{}
-	for gv, docs := range byGV {
-		merged, err := builder.MergeSpecsV3(docs...)
-		if err != nil {
-			c.log.Warn("merging OpenAPI documents of custom resources", "groupVersion", gv, "err", err)
-			continue
-		}
-		data, err := json.Marshal(merged)
-		if err != nil {
-			c.log.Warn("encoding OpenAPI documents of custom resources", "groupVersion", gv, "err", err)
-			continue
-		}
-		out["apis/"+gv] = data
-	}
-	if err := c.s.openapi.SetExtraV3(out); err != nil {
-		c.log.Warn("publishing OpenAPI documents of custom resources", "err", err)
-	}
 }
 
 // unserve stops routing a CRD and releases its storage (under mu).
@@ -399,8 +375,9 @@ func (c *crdServer) unserve(name string) {
 		return
 	}
 	delete(c.served, name)
-	c.s.SetDynamic(name, nil)
-	c.publishOpenAPI()
+	if err := c.s.ReplaceResources(cur.gvrs); err != nil {
+		c.log.Warn("no longer serving a CustomResourceDefinition", "crd", name, "err", err)
+	}
 	if st, ok := cur.storage.(interface{ Stop() }); ok {
 		st.Stop()
 	}

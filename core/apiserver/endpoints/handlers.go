@@ -35,10 +35,6 @@ type Scope struct {
 	Admission registry.Admission
 	// Now is the clock used for ages in tables; nil = time.Now.
 	Now func() time.Time
-	// Coerce, when set, prunes a decoded object by its schema and returns the paths of
-	// the unknown fields it dropped, which fieldValidation turns into an error or warnings
-	// (custom resources).
-	Coerce func(obj runtime.Object) (unknown []string, err error)
 }
 
 func (s *Scope) resource() *registry.Resource { return s.Store.Resource }
@@ -142,8 +138,8 @@ func (s *Scope) decodeObject(w http.ResponseWriter, req *http.Request, body []by
 	if gvk.Kind != want.Kind {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", gvk.Kind, want.Kind))
 	}
-	if s.Coerce != nil && want == s.resource().GroupVersionKind() {
-		unknown, err := s.Coerce(obj)
+	if prune := s.resource().Prune; prune != nil && want == s.resource().GroupVersionKind() {
+		unknown, err := prune(obj)
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized or malformed: %v", err))
 		}
@@ -284,7 +280,7 @@ func (s *Scope) Update(w http.ResponseWriter, req *http.Request, r Request, stra
 		if err != nil {
 			return nil, 0, err
 		}
-		uopts := registry.UpdateOptions{WriteOptions: wopts, Strategy: strategy, AllowCreate: strategy == nil && s.allowCreateOnUpdate(), AllowUnconditional: true}
+		uopts := s.Store.UpdateOptionsFor(wopts, strategy)
 		var out runtime.Object
 		out, created, err = s.Store.Update(ctx, r.Namespace, r.Name, func(_ context.Context, _ runtime.Object) (runtime.Object, error) {
 			return obj.DeepCopyObject(), nil
@@ -295,14 +291,6 @@ func (s *Scope) Update(w http.ResponseWriter, req *http.Request, r Request, stra
 		}
 		return out, code, err
 	})
-}
-
-func (s *Scope) allowCreateOnUpdate() bool {
-	switch s.resource().Name {
-	case "events", "leases", "configmaps", "secrets":
-		return true
-	}
-	return false
 }
 
 // Delete serves DELETE on one object.

@@ -35,10 +35,11 @@ func Definitions() []resources.Definition {
 	res := &registry.Resource{
 		GroupVersion: apiextensionsv1.SchemeGroupVersion, Name: "customresourcedefinitions", SingularName: "customresourcedefinition",
 		Kind: "CustomResourceDefinition", ListKind: "CustomResourceDefinitionList", ShortNames: []string{"crd", "crds"},
-		Categories:  []string{"api-extensions"},
-		NewFunc:     func() runtime.Object { return &apiextensionsv1.CustomResourceDefinition{} },
-		NewListFunc: func() runtime.Object { return &apiextensionsv1.CustomResourceDefinitionList{} },
-		Strategy:    main, StatusStrategy: status,
+		Categories:    []string{"api-extensions"},
+		StoragePrefix: "/registry/apiextensions.k8s.io/customresourcedefinitions",
+		NewFunc:       func() runtime.Object { return &apiextensionsv1.CustomResourceDefinition{} },
+		NewListFunc:   func() runtime.Object { return &apiextensionsv1.CustomResourceDefinitionList{} },
+		Strategy:      main, StatusStrategy: status,
 		// A deleted CRD stays until its objects are gone (the API server's CRD serving
 		// deletes them, then removes the finalizer), as in Kubernetes' CRD storage.
 		OnDeleteMarked: func(obj runtime.Object) {
