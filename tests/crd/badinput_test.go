@@ -51,7 +51,7 @@ func TestInvalidCRDs(t *testing.T) {
 		{"CEL does not compile", simpleCRD("celbads", "CelBad", "bad.example.com", apiextensionsv1.JSONSchemaProps{Type: "object",
 			XValidations: apiextensionsv1.ValidationRules{{Rule: "self.nope +"}}}), "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule", "compilation failed"},
 		{"CEL too costly", simpleCRD("celcosts", "CelCost", "bad.example.com", apiextensionsv1.JSONSchemaProps{Type: "object",
-			Properties: map[string]apiextensionsv1.JSONSchemaProps{"list": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}}}},
+			Properties:   map[string]apiextensionsv1.JSONSchemaProps{"list": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}}}},
 			XValidations: apiextensionsv1.ValidationRules{{Rule: "self.list.all(a, self.list.all(b, self.list.all(c, a + b + c != '')))"}}}), "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule", "estimated rule cost exceeds budget"},
 		{"no storage version", func() *apiextensionsv1.CustomResourceDefinition {
 			c := simpleCRD("nostores", "NoStore", "bad.example.com", obj)

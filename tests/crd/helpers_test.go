@@ -28,7 +28,7 @@ type env struct {
 	http *http.Client
 }
 
-func newEnv(t *testing.T, srv *testserver.Server) *env {
+func newEnv(t testing.TB, srv *testserver.Server) *env {
 	t.Helper()
 	ext, err := apiextensionsclient.NewForConfig(srv.Config(true))
 	if err != nil {
