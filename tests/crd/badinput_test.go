@@ -5,14 +5,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 )
 
@@ -93,14 +91,8 @@ func TestNameConflict(t *testing.T) {
 	if _, err := e.ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, second, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var got *apiextensionsv1.CustomResourceDefinition
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		c, err := e.ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, second.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		got = c
-		return apiextensionshelpers.IsCRDConditionFalse(c, apiextensionsv1.NamesAccepted), nil
+	got, err := e.waitCRD(second.Name, func(c *apiextensionsv1.CustomResourceDefinition) bool {
+		return apiextensionshelpers.IsCRDConditionFalse(c, apiextensionsv1.NamesAccepted)
 	})
 	if err != nil {
 		t.Fatalf("conflict not reported: %v", err)
@@ -120,12 +112,8 @@ func TestNameConflict(t *testing.T) {
 	if err := e.ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, "gadgets.conflict.example.com", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		c, err := e.ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, second.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return apiextensionshelpers.IsCRDConditionTrue(c, apiextensionsv1.Established), nil
+	_, err = e.waitCRD(second.Name, func(c *apiextensionsv1.CustomResourceDefinition) bool {
+		return apiextensionshelpers.IsCRDConditionTrue(c, apiextensionsv1.Established)
 	})
 	if err != nil {
 		t.Fatalf("second CRD not Established after the first is gone: %v", err)

@@ -109,19 +109,27 @@ func (e *env) establish(t *testing.T, crd *apiextensionsv1.CustomResourceDefinit
 	if _, err := e.ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating CRD %s: %v", crd.Name, err)
 	}
-	var out *apiextensionsv1.CustomResourceDefinition
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := e.ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		out = got
-		return apiextensionshelpers.IsCRDConditionTrue(got, apiextensionsv1.Established), nil
+	out, err := e.waitCRD(crd.Name, func(c *apiextensionsv1.CustomResourceDefinition) bool {
+		return apiextensionshelpers.IsCRDConditionTrue(c, apiextensionsv1.Established)
 	})
 	if err != nil {
 		t.Fatalf("CRD %s not Established: %v (status %+v)", crd.Name, err, out.Status)
 	}
 	return out
+}
+
+// waitCRD polls the CRD name until done holds of it, returning its last state.
+func (e *env) waitCRD(name string, done func(*apiextensionsv1.CustomResourceDefinition) bool) (*apiextensionsv1.CustomResourceDefinition, error) {
+	out := &apiextensionsv1.CustomResourceDefinition{}
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := e.ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		out = got
+		return done(got), nil
+	})
+	return out, err
 }
 
 // do sends a raw request and returns the status code, headers and body.

@@ -380,7 +380,9 @@ func (c *Collector) ownerState(ctx context.Context, dep *node, ref metav1.OwnerR
 		c.mu.RUnlock()
 		mapping, err := mapper.RESTMapping(gv.WithKind(ref.Kind).GroupKind(), gv.Version)
 		if err != nil {
-			return ownerSolid, nil //nolint:nilerr // unknown kind: never delete on a guess
+			// Unknown kind: never delete on a guess, but look again once discovery has
+			// caught up (a custom resource defined a moment ago).
+			return ownerSolid, fmt.Errorf("owner %s %s: %w", ref.APIVersion, ref.Kind, err)
 		}
 		ns := ""
 		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
