@@ -20,6 +20,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -47,6 +48,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		metav1.AddMetaToScheme,
 		wasmv1alpha1.AddToScheme,
 		initializers.AddToScheme,
+		apiextensionsv1.AddToScheme,
 	}
 	for _, add := range adders {
 		if err := add(s); err != nil {

@@ -344,8 +344,14 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 			log.Error("WASM plugin manager stopped", "err", err)
 		}
 	}()
+	// Custom resources are served from the CustomResourceDefinitions as they come and go.
+	crdsDone := make(chan struct{})
+	go func() {
+		defer close(crdsDone)
+		srv.RunCustomResources(ctx, log)
+	}()
 	inst.mu.Lock()
-	inst.closers = append(inst.closers, func() { <-pluginsDone })
+	inst.closers = append(inst.closers, func() { <-pluginsDone }, func() { <-crdsDone })
 	inst.mu.Unlock()
 	ctrlCtx := ctx
 	if cfg.DisableControllers {

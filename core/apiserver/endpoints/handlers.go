@@ -102,6 +102,12 @@ func (s *Scope) decodeObject(w http.ResponseWriter, req *http.Request, body []by
 	if len(body) == 0 {
 		return nil, apierrors.NewBadRequest("the request body is empty")
 	}
+	if into == nil {
+		// Unstructured resources decode into their own type: the scheme does not know them.
+		if u, ok := s.resource().NewFunc().(runtime.Unstructured); ok {
+			into = u
+		}
+	}
 	obj, gvk, err := dec.Decode(body, &want, into)
 	if err != nil && runtime.IsStrictDecodingError(err) && obj != nil {
 		var sde interface{ Errors() []error }
@@ -131,6 +137,24 @@ func (s *Scope) decodeObject(w http.ResponseWriter, req *http.Request, body []by
 	}
 	if gvk.Kind != want.Kind {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", gvk.Kind, want.Kind))
+	}
+	if prune := s.resource().Prune; prune != nil && want == s.resource().GroupVersionKind() {
+		unknown, err := prune(obj)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized or malformed: %v", err))
+		}
+		if len(unknown) > 0 && directive != metav1.FieldValidationIgnore {
+			msgs := make([]string, len(unknown))
+			for i, p := range unknown {
+				msgs[i] = fmt.Sprintf("unknown field %q", p)
+			}
+			if directive == metav1.FieldValidationStrict {
+				return nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(msgs, ", "))
+			}
+			for _, m := range msgs {
+				addWarning(w, m)
+			}
+		}
 	}
 	return obj, nil
 }
@@ -256,7 +280,7 @@ func (s *Scope) Update(w http.ResponseWriter, req *http.Request, r Request, stra
 		if err != nil {
 			return nil, 0, err
 		}
-		uopts := registry.UpdateOptions{WriteOptions: wopts, Strategy: strategy, AllowCreate: strategy == nil && s.allowCreateOnUpdate(), AllowUnconditional: true}
+		uopts := s.Store.UpdateOptionsFor(wopts, strategy)
 		var out runtime.Object
 		out, created, err = s.Store.Update(ctx, r.Namespace, r.Name, func(_ context.Context, _ runtime.Object) (runtime.Object, error) {
 			return obj.DeepCopyObject(), nil
@@ -267,15 +291,6 @@ func (s *Scope) Update(w http.ResponseWriter, req *http.Request, r Request, stra
 		}
 		return out, code, err
 	})
-}
-
-func (s *Scope) allowCreateOnUpdate() bool {
-	// As Kubernetes' strategies: a PUT of a missing ConfigMap or Secret is 404, not a create.
-	switch s.resource().Name {
-	case "events", "leases":
-		return true
-	}
-	return false
 }
 
 // Delete serves DELETE on one object.

@@ -33,6 +33,9 @@ type Codecs struct {
 	Factory serializer.CodecFactory
 	// Params decodes query parameters into option types (ListOptions, …).
 	Params runtime.ParameterCodec
+	// NoProtobuf refuses protobuf for objects (custom resources are JSON and YAML only, as
+	// in Kubernetes); Tables and object metadata may still be protobuf.
+	NoProtobuf bool
 }
 
 // DecodeParams decodes query parameters into opts (ListOptions, DeleteOptions, …).
@@ -58,6 +61,18 @@ func (c *Codecs) infoFor(mediaType string) (runtime.SerializerInfo, bool) {
 	return runtime.SerializerInfo{}, false
 }
 
+// WithoutProtobuf returns a copy of c that refuses protobuf objects (NoProtobuf).
+func (c *Codecs) WithoutProtobuf() *Codecs {
+	cp := *c
+	cp.NoProtobuf = true
+	return &cp
+}
+
+// objectMediaType reports whether objects may be encoded or decoded as mediaType.
+func (c *Codecs) objectMediaType(mediaType string) bool {
+	return !c.NoProtobuf || mediaType != runtime.ContentTypeProtobuf
+}
+
 // JSON is the fallback serializer.
 func (c *Codecs) JSON() runtime.SerializerInfo {
 	info, _ := c.infoFor(runtime.ContentTypeJSON)
@@ -81,6 +96,9 @@ func (c *Codecs) NegotiateOutput(req *http.Request) (Output, error) {
 			continue
 		}
 		as := clause.Params["as"]
+		if as == "" && !c.objectMediaType(mt) {
+			continue
+		}
 		if as != "" {
 			g, v := clause.Params["g"], clause.Params["v"]
 			if g != "meta.k8s.io" || (v != "v1" && v != "v1beta1") {
@@ -101,7 +119,9 @@ func (c *Codecs) NegotiateOutput(req *http.Request) (Output, error) {
 func (c *Codecs) mediaTypes() []string {
 	var out []string
 	for _, info := range c.Factory.SupportedMediaTypes() {
-		out = append(out, info.MediaType)
+		if c.objectMediaType(info.MediaType) {
+			out = append(out, info.MediaType)
+		}
 	}
 	return out
 }
@@ -117,7 +137,7 @@ func (c *Codecs) NegotiateInput(req *http.Request) (runtime.SerializerInfo, erro
 		return runtime.SerializerInfo{}, unsupportedMediaType(ct, c.mediaTypes())
 	}
 	info, ok := c.infoFor(mt)
-	if !ok {
+	if !ok || !c.objectMediaType(mt) {
 		return runtime.SerializerInfo{}, unsupportedMediaType(ct, c.mediaTypes())
 	}
 	return info, nil

@@ -26,8 +26,14 @@ func (s *Scope) Patch(w http.ResponseWriter, req *http.Request, r Request, strat
 		ct := req.Header.Get("Content-Type")
 		mt, _, _ := mime.ParseMediaType(ct)
 		pt := types.PatchType(mt)
+		_, unstructuredObj := s.Store.Resource.NewFunc().(runtime.Unstructured)
 		switch pt {
-		case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
+		case types.StrategicMergePatchType:
+			if unstructuredObj {
+				// A strategic merge patch needs Go struct tags a custom resource has not.
+				return nil, unsupportedMediaType(ct, []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.ApplyYAMLPatchType)})
+			}
+		case types.JSONPatchType, types.MergePatchType:
 		case types.ApplyYAMLPatchType, types.ApplyCBORPatchType:
 			return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", s.Store.Resource.GroupResource(), r.Name,
 				"server-side apply is not supported yet by wasmplane; use client-side `kubectl apply`", 0, false)

@@ -52,7 +52,12 @@ func (c *Codecs) writeObject(w http.ResponseWriter, info runtime.SerializerInfo,
 		// accept JSON, as with Kubernetes custom resources.
 		info = c.JSON()
 	}
-	enc := c.Factory.EncoderForVersion(info.Serializer, gv)
+	var enc runtime.Encoder = c.Factory.EncoderForVersion(info.Serializer, gv)
+	if isUnstructured(obj) {
+		// Custom objects carry their apiVersion and kind and the scheme cannot convert
+		// them: they are written as they are.
+		enc = info.Serializer
+	}
 	var buf bytes.Buffer
 	if err := enc.Encode(obj, &buf); err != nil {
 		slog.Error("encoding response", "err", err)
@@ -63,6 +68,15 @@ func (c *Codecs) writeObject(w http.ResponseWriter, info runtime.SerializerInfo,
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// isUnstructured reports whether obj (or the object a cache wraps) is unstructured.
+func isUnstructured(obj runtime.Object) bool {
+	if co, ok := obj.(*storage.CachingObject); ok {
+		obj = co.Shared()
+	}
+	_, ok := obj.(runtime.Unstructured)
+	return ok
 }
 
 // WriteNegotiated encodes obj (a type the scheme knows) in the encoding the request

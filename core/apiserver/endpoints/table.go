@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -115,6 +116,17 @@ func partialMetadata(obj runtime.Object, gvk schema.GroupVersionKind) (runtime.O
 			list.Items = append(list.Items, *p.(*metav1.PartialObjectMetadata))
 		}
 		return list, nil
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		// A custom object's metadata is a map: convert it.
+		pom := &metav1.PartialObjectMetadata{}
+		if m, ok := u.Object["metadata"].(map[string]any); ok {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &pom.ObjectMeta); err != nil {
+				return nil, apierrors.NewInternalError(fmt.Errorf("reading the metadata of %s: %w", u.GetName(), err))
+			}
+		}
+		pom.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("PartialObjectMetadata"))
+		return pom, nil
 	}
 	ma, ok := obj.(metav1.ObjectMetaAccessor)
 	if !ok {

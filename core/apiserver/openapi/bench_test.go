@@ -15,7 +15,7 @@ func BenchmarkNew(b *testing.B) {
 		}
 	}
 	v3 := 0
-	for _, d := range svc.v3Docs {
+	for _, d := range svc.base {
 		v3 += len(d.json.data)
 	}
 	b.ReportMetric(float64(len(svc.v2JSON.data)), "v2-bytes")

@@ -32,7 +32,7 @@ func TestRealScheme(t *testing.T) {
 	if _, err := openapiv2.ParseDocument(svc.v2JSON.data); err != nil {
 		t.Fatal(err)
 	}
-	doc := svc.v3Docs["apis/wasmplane.io/v1alpha1"]
+	doc := svc.base["apis/wasmplane.io/v1alpha1"]
 	if doc == nil {
 		t.Fatal("no wasmplane.io/v1alpha1 document")
 	}

@@ -16,12 +16,14 @@ import (
 	"crypto/sha512"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	openapiv2 "github.com/google/gnostic-models/openapiv2"
@@ -104,13 +106,56 @@ type v3Doc struct {
 	proto *lazyProto
 }
 
-// Service holds the OpenAPI documents, built once, and serves them.
+// Service holds the OpenAPI documents, built once, and serves them; the v3 documents of
+// resources added at run time (custom resources) come and go with SetExtraV3.
 type Service struct {
 	modTime time.Time
 	v2JSON  representation
 	v2Proto *lazyProto
-	v3Index representation
-	v3Docs  map[string]*v3Doc
+	// base are the built-in v3 documents; v3 is what is served now.
+	base map[string]*v3Doc
+	v3   atomic.Pointer[v3Set]
+}
+
+// v3Set is one snapshot of the v3 index and documents.
+type v3Set struct {
+	modTime time.Time
+	index   representation
+	docs    map[string]*v3Doc
+}
+
+func newV3Doc(data []byte) *v3Doc {
+	return &v3Doc{
+		json:  newRepresentation(data),
+		proto: &lazyProto{json: data, convert: func(b []byte) (proto.Message, error) { return openapiv3.ParseDocument(b) }},
+	}
+}
+
+// setV3 serves the base documents and extra (by "apis/<group>/<version>"; a base
+// document of the same path wins).
+func (s *Service) setV3(extra map[string][]byte, modTime time.Time) error {
+	set := &v3Set{modTime: modTime, docs: maps.Clone(s.base)}
+	for gv, data := range extra {
+		if _, ok := set.docs[gv]; !ok {
+			set.docs[gv] = newV3Doc(data)
+		}
+	}
+	index := v3Index{Paths: map[string]v3IndexEntry{}}
+	for gv, d := range set.docs {
+		index.Paths[gv] = v3IndexEntry{ServerRelativeURL: v3URL(gv, d.json.etag)}
+	}
+	idx, err := json.Marshal(index)
+	if err != nil {
+		return fmt.Errorf("openapi: marshalling v3 index: %w", err)
+	}
+	set.index = newRepresentation(idx)
+	s.v3.Store(set)
+	return nil
+}
+
+// SetExtraV3 replaces the run-time v3 documents (JSON, by "apis/<group>/<version>").
+func (s *Service) SetExtraV3(extra map[string][]byte) error {
+	return s.setV3(extra, time.Now())
 }
 
 // v3Index is the wire form of /openapi/v3 (k8s.io/kube-openapi/pkg/handler3.OpenAPIV3Discovery).
@@ -153,22 +198,14 @@ func New(scheme *runtime.Scheme, resources []Resource, version string) (*Service
 		modTime: time.Now(),
 		v2JSON:  newRepresentation(v2),
 		v2Proto: &lazyProto{json: v2, convert: func(b []byte) (proto.Message, error) { return openapiv2.ParseDocument(b) }},
-		v3Docs:  map[string]*v3Doc{},
+		base:    map[string]*v3Doc{},
 	}
-	index := v3Index{Paths: map[string]v3IndexEntry{}}
 	for gv, data := range v3JSON {
-		d := &v3Doc{
-			json:  newRepresentation(data),
-			proto: &lazyProto{json: data, convert: func(b []byte) (proto.Message, error) { return openapiv3.ParseDocument(b) }},
-		}
-		s.v3Docs[gv] = d
-		index.Paths[gv] = v3IndexEntry{ServerRelativeURL: v3URL(gv, d.json.etag)}
+		s.base[gv] = newV3Doc(data)
 	}
-	idx, err := json.Marshal(index)
-	if err != nil {
-		return nil, fmt.Errorf("openapi: marshalling v3 index: %w", err)
+	if err := s.setV3(nil, s.modTime); err != nil {
+		return nil, err
 	}
-	s.v3Index = newRepresentation(idx)
 	return s, nil
 }
 
@@ -218,11 +255,12 @@ func (s *Service) V3() http.Handler {
 			return
 		}
 		gv := strings.Trim(rest, "/")
+		set := s.v3.Load()
 		if gv == "" {
-			serve(w, r, s.modTime, "application/json", s.v3Index)
+			serve(w, r, set.modTime, "application/json", set.index)
 			return
 		}
-		doc, ok := s.v3Docs[gv]
+		doc, ok := set.docs[gv]
 		if !ok {
 			http.NotFound(w, r)
 			return
@@ -243,7 +281,7 @@ func (s *Service) V3() http.Handler {
 			w.Header().Set("Expires", time.Now().AddDate(1, 0, 0).UTC().Format(http.TimeFormat))
 		}
 		if format == "json" {
-			serve(w, r, s.modTime, "application/json", doc.json)
+			serve(w, r, set.modTime, "application/json", doc.json)
 			return
 		}
 		rep, err := doc.proto.get()
@@ -252,7 +290,7 @@ func (s *Service) V3() http.Handler {
 			return
 		}
 		rep.etag = doc.json.etag
-		serve(w, r, s.modTime, "application/"+protoV3, rep)
+		serve(w, r, set.modTime, "application/"+protoV3, rep)
 	})
 }
 

@@ -336,7 +336,7 @@ func TestProtobuf(t *testing.T) {
 		{"v2 new media type", "/openapi/v2", "application/com.github.proto-openapi.spec.v2.v1.0+protobuf, application/json;q=0.5", "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
 			func() (proto.Message, error) { return openapiv2.ParseDocument(svc.v2JSON.data) }, &openapiv2.Document{}},
 		{"v3", "/openapi/v3/apis/apps/v1", "application/com.github.proto-openapi.spec.v3@v1.0+protobuf", "application/com.github.proto-openapi.spec.v3.v1.0+protobuf",
-			func() (proto.Message, error) { return openapiv3.ParseDocument(svc.v3Docs["apis/apps/v1"].json.data) }, &openapiv3.Document{}},
+			func() (proto.Message, error) { return openapiv3.ParseDocument(svc.base["apis/apps/v1"].json.data) }, &openapiv3.Document{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := get(t, srv, tc.path, map[string]string{"Accept": tc.accept})

@@ -66,49 +66,35 @@ func New(md metadata.Interface, disc discovery.DiscoveryInterface, log *slog.Log
 	}
 }
 
+// ResyncPeriod is how often the collector rediscovers the served resources, so that
+// custom resources added or removed while it runs are watched or dropped.
+const ResyncPeriod = 2 * time.Second
+
+// watched is one resource's informer, stopped when the resource is no longer served.
+type watched struct {
+	stop   chan struct{}
+	synced cache.InformerSynced
+}
+
 // Run watches every deletable resource and processes the graph with workers until ctx ends.
 func (c *Collector) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
-	groups, err := restmapper.GetAPIGroupResources(c.discovery)
-	if err != nil {
-		return fmt.Errorf("discovering API groups: %w", err)
-	}
-	c.mapper = restmapper.NewDiscoveryRESTMapper(groups)
-	lists, err := c.discovery.ServerPreferredResources()
-	if err != nil && len(lists) == 0 {
-		return fmt.Errorf("discovering resources: %w", err)
-	}
-	factory := metadatainformer.NewSharedInformerFactory(c.md, 0)
-	var synced []cache.InformerSynced
-	for _, list := range lists {
-		gv, err := schema.ParseGroupVersion(list.GroupVersion)
-		if err != nil {
-			continue
+	informers := map[schema.GroupVersionResource]*watched{}
+	var informersWG sync.WaitGroup
+	defer func() {
+		for _, w := range informers {
+			close(w.stop)
 		}
-		for _, r := range list.APIResources {
-			verbs := sets.New(r.Verbs...)
-			if !verbs.HasAll("list", "watch", "get", "delete", "patch") {
-				continue
-			}
-			gvr := gv.WithResource(r.Name)
-			inf := factory.ForResource(gvr).Informer()
-			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-				AddFunc:    func(obj any) { c.observe(gvr, obj) },
-				UpdateFunc: func(_, obj any) { c.observe(gvr, obj) },
-				DeleteFunc: func(obj any) { c.forget(obj) },
-			}); err != nil {
-				return fmt.Errorf("watching %s: %w", gvr, err)
-			}
-			c.mu.Lock()
-			c.stores[gvr] = inf.GetStore()
-			c.namespaced[gvr] = r.Namespaced
-			c.mu.Unlock()
-			synced = append(synced, inf.HasSynced)
-		}
+		informersWG.Wait()
+	}()
+	if err := c.resync(informers, &informersWG); err != nil {
+		return err
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	synced := make([]cache.InformerSynced, 0, len(informers))
+	for _, w := range informers {
+		synced = append(synced, w.synced)
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil
 	}
@@ -122,9 +108,81 @@ func (c *Collector) Run(ctx context.Context, workers int) error {
 			}, time.Second)
 		})
 	}
+	wg.Go(func() {
+		wait.UntilWithContext(ctx, func(context.Context) {
+			if err := c.resync(informers, &informersWG); err != nil {
+				c.log.Warn("rediscovering resources", "err", err)
+			}
+		}, ResyncPeriod)
+	})
 	<-ctx.Done()
 	c.queue.ShutDown()
 	wg.Wait()
+	return nil
+}
+
+// resync rebuilds the REST mapper from discovery, starts an informer for every deletable
+// resource not yet watched and stops those of resources no longer served. informers is
+// owned by Run's goroutines, which call resync one at a time.
+func (c *Collector) resync(informers map[schema.GroupVersionResource]*watched, wg *sync.WaitGroup) error {
+	groups, err := restmapper.GetAPIGroupResources(c.discovery)
+	if err != nil && len(groups) == 0 {
+		return fmt.Errorf("discovering API groups: %w", err)
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	lists, err := c.discovery.ServerPreferredResources()
+	if err != nil && len(lists) == 0 {
+		return fmt.Errorf("discovering resources: %w", err)
+	}
+	// A group whose discovery failed keeps its informers: it may only be slow to answer.
+	partial := err != nil
+	served := map[schema.GroupVersionResource]bool{}
+	for _, list := range lists {
+		gv, err := schema.ParseGroupVersion(list.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range list.APIResources {
+			verbs := sets.New(r.Verbs...)
+			if !verbs.HasAll("list", "watch", "get", "delete", "patch") {
+				continue
+			}
+			gvr := gv.WithResource(r.Name)
+			served[gvr] = true
+			if informers[gvr] != nil {
+				continue
+			}
+			inf := metadatainformer.NewFilteredMetadataInformer(c.md, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc:    func(obj any) { c.observe(gvr, obj) },
+				UpdateFunc: func(_, obj any) { c.observe(gvr, obj) },
+				DeleteFunc: func(obj any) { c.forget(obj) },
+			}); err != nil {
+				return fmt.Errorf("watching %s: %w", gvr, err)
+			}
+			w := &watched{stop: make(chan struct{}), synced: inf.HasSynced}
+			informers[gvr] = w
+			c.mu.Lock()
+			c.stores[gvr] = inf.GetStore()
+			c.namespaced[gvr] = r.Namespaced
+			c.mu.Unlock()
+			wg.Go(func() { inf.Run(w.stop) })
+		}
+	}
+	for gvr, w := range informers {
+		if served[gvr] || partial {
+			continue
+		}
+		close(w.stop)
+		delete(informers, gvr)
+		c.mu.Lock()
+		delete(c.stores, gvr)
+		delete(c.namespaced, gvr)
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	c.mapper = mapper
+	c.mu.Unlock()
 	return nil
 }
 
@@ -220,7 +278,11 @@ func (c *Collector) cached(uid types.UID) (*node, *metav1.PartialObjectMetadata)
 	if n.namespace != "" {
 		key = n.namespace + "/" + n.name
 	}
-	obj, ok, _ := c.stores[n.gvr].GetByKey(key)
+	store := c.stores[n.gvr]
+	if store == nil {
+		return nil, nil
+	}
+	obj, ok, _ := store.GetByKey(key)
 	if !ok {
 		return nil, nil
 	}
@@ -313,9 +375,14 @@ func (c *Collector) ownerState(ctx context.Context, dep *node, ref metav1.OwnerR
 		if err != nil {
 			return ownerSolid, nil //nolint:nilerr // unparseable reference: leave the dependent alone
 		}
-		mapping, err := c.mapper.RESTMapping(gv.WithKind(ref.Kind).GroupKind(), gv.Version)
+		c.mu.RLock()
+		mapper := c.mapper
+		c.mu.RUnlock()
+		mapping, err := mapper.RESTMapping(gv.WithKind(ref.Kind).GroupKind(), gv.Version)
 		if err != nil {
-			return ownerSolid, nil //nolint:nilerr // unknown kind: never delete on a guess
+			// Unknown kind: never delete on a guess, but look again once discovery has
+			// caught up (a custom resource defined a moment ago).
+			return ownerSolid, fmt.Errorf("owner %s %s: %w", ref.APIVersion, ref.Kind, err)
 		}
 		ns := ""
 		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {

@@ -1,0 +1,328 @@
+// Package customresource turns one version of a CustomResourceDefinition into a served
+// resource: unstructured objects validated, pruned and defaulted by the CRD's structural
+// schema and CEL rules (apiextensions-apiserver's own strategy does the checking), with
+// the status and scale subresources, printer columns and selectable fields.
+package customresource
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
+	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	crstrategy "k8s.io/apiextensions-apiserver/pkg/registry/customresource"
+	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/wasmplane/wasmplane/core/apiserver/registry"
+)
+
+// libStrategy is the part of apiextensions-apiserver's (unexported) custom resource
+// strategy this package calls.
+type libStrategy interface {
+	PrepareForCreate(ctx context.Context, obj runtime.Object)
+	PrepareForUpdate(ctx context.Context, obj, old runtime.Object)
+	Validate(ctx context.Context, obj runtime.Object) field.ErrorList
+	ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList
+	GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error)
+}
+
+// Version is one served (or stored) version of a CRD.
+type Version struct {
+	// Resource is the descriptor served under the version's group version.
+	Resource *registry.Resource
+	// Served is the version's served flag; a version only stored is not routed.
+	Served bool
+	// StorageVersion is the version objects are written in.
+	StorageVersion string
+	// Status is the status subresource's strategy; nil when the version has none.
+	Status registry.Strategy
+	// Scale describes the scale subresource; nil when the version has none.
+	Scale *apiextensionsv1.CustomResourceSubresourceScale
+	// Deprecation is the Warning every request to a deprecated version gets; "" if none.
+	Deprecation string
+	// Coerce prunes an object decoded from a request, reporting the unknown fields.
+	Coerce func(u *unstructured.Unstructured) (unknown []string, err error)
+}
+
+// StoragePrefix is where a CRD's objects are kept in etcd, as Kubernetes keeps them.
+func StoragePrefix(crd *apiextensionsv1.CustomResourceDefinition) string {
+	return "/registry/" + crd.Spec.Group + "/" + crd.Status.AcceptedNames.Plural
+}
+
+// Build returns every served or stored version of crd, whose accepted names must be set.
+func Build(crd *apiextensionsv1.CustomResourceDefinition) ([]*Version, error) {
+	names := crd.Status.AcceptedNames
+	if names.Plural == "" || names.Singular == "" || names.Kind == "" || names.ListKind == "" {
+		return nil, fmt.Errorf("CustomResourceDefinition %s has no accepted names", crd.Name)
+	}
+	storageVersion, err := apiextensionshelpers.GetCRDStorageVersion(crd)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Version
+	for _, v := range crd.Spec.Versions {
+		if !v.Served && !v.Storage {
+			continue
+		}
+		ver, err := buildVersion(crd, v, storageVersion)
+		if err != nil {
+			return nil, fmt.Errorf("version %s: %w", v.Name, err)
+		}
+		out = append(out, ver)
+	}
+	return out, nil
+}
+
+func buildVersion(crd *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion, storageVersion string) (*Version, error) {
+	names := crd.Status.AcceptedNames
+	gv := schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}
+	kind := gv.WithKind(names.Kind)
+	namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
+
+	validation, err := apiextensionshelpers.GetSchemaForVersion(crd, v.Name)
+	if err != nil {
+		return nil, err
+	}
+	var internalSchema *apiextensionsinternal.JSONSchemaProps
+	var structural *structuralschema.Structural
+	if validation != nil {
+		internal := &apiextensionsinternal.CustomResourceValidation{}
+		if err := apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(validation, internal, nil); err != nil {
+			return nil, fmt.Errorf("converting the schema: %w", err)
+		}
+		internalSchema = internal.OpenAPIV3Schema
+		if structural, err = structuralschema.NewStructural(internalSchema); err != nil && !crd.Spec.PreserveUnknownFields {
+			return nil, fmt.Errorf("the schema is not structural: %w", err)
+		}
+		if structural != nil {
+			// The defaults are pruned in the copy served, as Kubernetes does.
+			structural = structural.DeepCopy()
+			if err := structuraldefaulting.PruneDefaults(structural); err != nil {
+				return nil, fmt.Errorf("pruning the schema's defaults: %w", err)
+			}
+		}
+	}
+	validator, _, err := apiservervalidation.NewSchemaValidator(internalSchema)
+	if err != nil {
+		return nil, fmt.Errorf("building the schema validator: %w", err)
+	}
+	subresources, err := apiextensionshelpers.GetSubresourcesForVersion(crd, v.Name)
+	if err != nil {
+		return nil, err
+	}
+	var statusSpec *apiextensionsinternal.CustomResourceSubresourceStatus
+	var statusValidator apiservervalidation.SchemaValidator
+	var scaleSpec *apiextensionsinternal.CustomResourceSubresourceScale
+	if subresources != nil && subresources.Status != nil {
+		statusSpec = &apiextensionsinternal.CustomResourceSubresourceStatus{}
+		if internalSchema != nil {
+			if st, ok := internalSchema.Properties["status"]; ok {
+				if statusValidator, _, err = apiservervalidation.NewSchemaValidator(&st); err != nil {
+					return nil, fmt.Errorf("building the status validator: %w", err)
+				}
+			}
+		}
+	}
+	if subresources != nil && subresources.Scale != nil {
+		scaleSpec = &apiextensionsinternal.CustomResourceSubresourceScale{}
+		if err := apiextensionsv1.Convert_v1_CustomResourceSubresourceScale_To_apiextensions_CustomResourceSubresourceScale(subresources.Scale, scaleSpec, nil); err != nil {
+			return nil, fmt.Errorf("converting the scale subresource: %w", err)
+		}
+	}
+	typer := unstructuredTyper{}
+	lib := crstrategy.NewStrategy(typer, namespaced, kind, validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
+	co := &coercer{kind: kind, structural: structural, preserve: crd.Spec.PreserveUnknownFields}
+	printer, err := newPrinter(columnsFor(v))
+	if err != nil {
+		return nil, err
+	}
+	res := &registry.Resource{
+		GroupVersion: gv, Name: names.Plural, SingularName: names.Singular, Kind: names.Kind, ListKind: names.ListKind,
+		ShortNames: names.ShortNames, Categories: names.Categories, Namespaced: namespaced,
+		NewFunc: func() runtime.Object { return &unstructured.Unstructured{} },
+		NewListFunc: func() runtime.Object {
+			l := &unstructured.UnstructuredList{}
+			l.SetGroupVersionKind(gv.WithKind(names.ListKind))
+			return l
+		},
+		Strategy: &strategy{lib: lib, coerce: co},
+		GetAttrs: lib.GetAttrs,
+		Printer:  printer,
+	}
+	for _, f := range v.SelectableFields {
+		res.FieldLabels = append(res.FieldLabels, strings.TrimPrefix(f.JSONPath, "."))
+	}
+	ver := &Version{Resource: res, Served: v.Served, StorageVersion: storageVersion, Coerce: co.apply}
+	if statusSpec != nil {
+		ver.Status = &strategy{lib: crstrategy.NewStatusStrategy(lib), coerce: co}
+	}
+	if subresources != nil {
+		ver.Scale = subresources.Scale
+	}
+	if v.Deprecated {
+		ver.Deprecation = fmt.Sprintf("%s %s is deprecated", gv, names.Kind)
+		if v.DeprecationWarning != nil {
+			ver.Deprecation = *v.DeprecationWarning
+		}
+	}
+	return ver, nil
+}
+
+// columnsFor returns the version's printer columns, or Age when it declares none (as
+// Kubernetes' serveDefaultColumnsIfEmpty).
+func columnsFor(v apiextensionsv1.CustomResourceDefinitionVersion) []apiextensionsv1.CustomResourceColumnDefinition {
+	if len(v.AdditionalPrinterColumns) > 0 {
+		return v.AdditionalPrinterColumns
+	}
+	return []apiextensionsv1.CustomResourceColumnDefinition{{
+		Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp",
+		Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"],
+	}}
+}
+
+// newPrinter renders Table rows with apiextensions-apiserver's table convertor.
+func newPrinter(cols []apiextensionsv1.CustomResourceColumnDefinition) (*registry.Printer, error) {
+	conv, err := tableconvertor.New(cols)
+	if err != nil {
+		return nil, fmt.Errorf("printer columns: %w", err)
+	}
+	head, err := conv.ConvertToTable(context.Background(), &unstructured.Unstructured{Object: map[string]any{}}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("printer columns: %w", err)
+	}
+	return &registry.Printer{Columns: head.ColumnDefinitions, Row: rowFunc(conv, len(head.ColumnDefinitions))}, nil
+}
+
+func rowFunc(conv rest.TableConvertor, n int) func(obj runtime.Object) []any {
+	return func(obj runtime.Object) []any {
+		t, err := conv.ConvertToTable(context.Background(), obj, &metav1.TableOptions{NoHeaders: true})
+		if err != nil || len(t.Rows) != 1 {
+			return make([]any, n)
+		}
+		return t.Rows[0].Cells
+	}
+}
+
+// unstructuredTyper tells the kind of an unstructured object from its own apiVersion and kind.
+type unstructuredTyper struct{}
+
+func (unstructuredTyper) ObjectKinds(obj runtime.Object) ([]schema.GroupVersionKind, bool, error) {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if gvk.Kind == "" {
+		return nil, false, runtime.NewMissingKindErr("object has no kind field")
+	}
+	return []schema.GroupVersionKind{gvk}, false, nil
+}
+
+func (unstructuredTyper) Recognizes(schema.GroupVersionKind) bool { return true }
+
+// coercer prunes and defaults objects by the structural schema, as Kubernetes'
+// schema-coercing decoder and unstructured defaulter do.
+type coercer struct {
+	kind       schema.GroupVersionKind
+	structural *structuralschema.Structural
+	preserve   bool
+}
+
+// apply drops what the schema does not know (returning the unknown field paths) and
+// coerces metadata, keeping apiVersion and kind.
+func (c *coercer) apply(u *unstructured.Unstructured) ([]string, error) {
+	apiVersion, kind := u.GetAPIVersion(), u.GetKind()
+	objectMeta, foundMeta, unknown, err := schemaobjectmeta.GetObjectMetaWithOptions(u.Object, schemaobjectmeta.ObjectMetaOptions{ReturnUnknownFieldPaths: true})
+	if err != nil {
+		return nil, err
+	}
+	if c.structural != nil && !c.preserve {
+		unknown = append(unknown, structuralpruning.PruneWithOptions(u.Object, c.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})...)
+		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, c.structural)
+	}
+	if c.structural != nil {
+		ferr, paths := schemaobjectmeta.CoerceWithOptions(nil, u.Object, c.structural, false, schemaobjectmeta.CoerceOptions{ReturnUnknownFieldPaths: true})
+		if ferr != nil {
+			return nil, ferr
+		}
+		unknown = append(unknown, paths...)
+	}
+	if kind != "" {
+		u.SetKind(kind)
+	}
+	if apiVersion != "" {
+		u.SetAPIVersion(apiVersion)
+	}
+	if foundMeta {
+		if err := schemaobjectmeta.SetObjectMeta(u.Object, objectMeta); err != nil {
+			return nil, err
+		}
+	}
+	return unknown, nil
+}
+
+// defaults fills in the schema's defaults.
+func (c *coercer) defaults(u *unstructured.Unstructured) {
+	if c.structural != nil {
+		structuraldefaulting.Default(u.Object, c.structural)
+	}
+}
+
+// strategy adapts apiextensions-apiserver's strategy to registry.Strategy. The store
+// checks object metadata itself, so the library's metadata errors are dropped here
+// rather than reported twice.
+type strategy struct {
+	lib    libStrategy
+	coerce *coercer
+}
+
+func (s *strategy) Default(obj runtime.Object) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	// Mutating admission may have added fields the schema does not know: prune again, as
+	// Kubernetes' storage encoder does, then default.
+	_, _ = s.coerce.apply(u)
+	s.coerce.defaults(u)
+}
+
+func (s *strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	s.lib.PrepareForCreate(ctx, obj)
+}
+
+func (s *strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	s.lib.PrepareForUpdate(ctx, obj, old)
+}
+
+func (s *strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	return withoutMetadata(s.lib.Validate(ctx, obj))
+}
+
+func (s *strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	return withoutMetadata(s.lib.ValidateUpdate(ctx, obj, old))
+}
+
+// withoutMetadata drops the errors about the object's own metadata (the store reports
+// them); embedded objects' metadata errors (spec.x.metadata) stay.
+func withoutMetadata(errs field.ErrorList) field.ErrorList {
+	out := errs[:0]
+	for _, e := range errs {
+		if e.Field == "metadata" || strings.HasPrefix(e.Field, "metadata.") || strings.HasPrefix(e.Field, "metadata[") {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
