@@ -33,7 +33,7 @@ type RuntimeConfig struct {
 
 	// MaxConcurrentCalls bounds the hook calls running guest code at once, across every
 	// plugin of the runtime; calls beyond it wait for a slot until their deadline. 0 means
-	// GOMAXPROCS + 1 (see docs/wasm-rationale.md, "Bounding guest concurrency").
+	// GOMAXPROCS (see docs/wasm-performance.md, "Bounding guest concurrency").
 	MaxConcurrentCalls int
 	// MaxConcurrentCallsPerPlugin bounds one plugin's calls running at once, so that one
 	// plugin cannot take every slot; 0 means MaxConcurrentCalls - 1 (at least 1).
@@ -69,7 +69,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		cfg.MaxMemoryBytes = 1 << 32
 	}
 	if cfg.MaxConcurrentCalls <= 0 {
-		cfg.MaxConcurrentCalls = runtime.GOMAXPROCS(0) + 1
+		cfg.MaxConcurrentCalls = runtime.GOMAXPROCS(0)
 	}
 	if cfg.MaxConcurrentCallsPerPlugin <= 0 {
 		cfg.MaxConcurrentCallsPerPlugin = max(1, cfg.MaxConcurrentCalls-1)
