@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -146,7 +147,9 @@ func Plan(opts BuildOptions, work string) (Lang, []Step, error) {
 			}
 			asc = filepath.Join(r, filepath.FromSlash(toolchain.ASCompiler))
 		}
-		return lang, []Step{{Dir: dir, Args: toolchain.ASArgs(asc, out, src, prefix+"/"+toolchain.ASAbort)}}, nil
+		// asc drops a leading ./ from the names of the modules it compiles.
+		abort := path.Clean(prefix + "/" + toolchain.ASAbort)
+		return lang, []Step{{Dir: dir, Args: toolchain.ASArgs(asc, out, src, abort)}}, nil
 	case Rust:
 		rustc, target, err := toolchain.Rust()
 		if err != nil {
