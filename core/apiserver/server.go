@@ -30,6 +30,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/storage"
 	"github.com/wasmplane/wasmplane/core/storage/blobs"
 	"github.com/wasmplane/wasmplane/core/trace"
+	buildversion "github.com/wasmplane/wasmplane/core/version"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -146,7 +147,7 @@ type groupVersion struct {
 
 // Version is what /version reports: Kubernetes' API level, wasmplane's build.
 func Version() version.Info {
-	return version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2-wasmplane", Platform: "linux/amd64", GoVersion: "go1.26"}
+	return buildversion.Read().Server()
 }
 
 // New builds the server and all its resources.
