@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -36,7 +37,7 @@ func TestVersionOfAPlainBuild(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s %q: %v", what, v.GitVersion, err)
 		}
-		if v.Major != "1" || v.Minor != strings.TrimPrefix(strings.SplitN(v.GitVersion, ".", 3)[1], "") || sv.Major() != 1 {
+		if v.Major != "1" || v.Minor != fmt.Sprint(sv.Minor()) || sv.Major() != 1 {
 			t.Errorf("%s: major %q minor %q, gitVersion %q", what, v.Major, v.Minor, v.GitVersion)
 		}
 		if v.Platform != platform || v.GoVersion != runtime.Version() {
