@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -14,12 +15,26 @@ import (
 
 // newImage is `wasmplane image`: the built-in runtime's local image store.
 func newImage() *cobra.Command {
-	var root string
+	var root, dataDir string
 	cmd := &cobra.Command{
 		Use:   "image",
 		Short: "Manage the built-in runtime's local image store (WASI modules)",
+		// --data-dir names the store the way `up --data-dir` does; --root names a runtime's
+		// state directory directly (`wasmplane runtime --root`, an agent's ROOT/runtime).
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			f := cmd.Flags()
+			if f.Changed("root") && f.Changed("data-dir") {
+				return errors.New("give --data-dir or --root, not both")
+			}
+			if !f.Changed("root") {
+				root = filepath.Join(dataDir, "node", "runtime")
+			}
+			return nil
+		},
 	}
-	cmd.PersistentFlags().StringVar(&root, "root", defaultRuntimeRoot, "runtime state directory (the store is ROOT/images)")
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&dataDir, "data-dir", ".wasmplane", "data dir of `wasmplane up`: the store of its node (DATA_DIR/node/runtime/images)")
+	pf.StringVar(&root, "root", defaultRuntimeRoot, "runtime state directory instead (the store is ROOT/images), as `wasmplane runtime --root` takes")
 	cmd.AddCommand(newImageImport(&root), newImageList(&root), newImageRemove(&root))
 	return cmd
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,10 @@ import (
 // neither KUBECONFIG nor --kubeconfig is given, it uses the admin kubeconfig of the data
 // dir ($WASMPLANE_DATA_DIR, default ./.wasmplane).
 func runKubectl(args []string) int {
+	if err := setKubectlVersion(); err != nil {
+		util.CheckErr(fmt.Errorf("setting kubectl's version: %w", err))
+		return 1
+	}
 	if os.Getenv("KUBECONFIG") == "" && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--kubeconfig") }) {
 		dir := os.Getenv("WASMPLANE_DATA_DIR")
 		if dir == "" {

@@ -12,9 +12,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"github.com/wasmplane/wasmplane/core/apiserver"
 	"github.com/wasmplane/wasmplane/core/authn"
 	"github.com/wasmplane/wasmplane/core/server"
+	"github.com/wasmplane/wasmplane/core/version"
 	"k8s.io/apimachinery/pkg/api/resource"
 	cliflag "k8s.io/component-base/cli/flag"
 )
@@ -73,9 +73,25 @@ func newUp() *cobra.Command {
 			defer stop()
 			defer dumpGoroutinesOnSIGQUIT(os.Stderr, cfg.Logger)()
 			cfg.RunKubelet = !disableKubelet
+			cfg.KubeletPort = kubeletPort(cfg.KubeletPort)
+			freePort := cfg.Port == 0
+			if freePort {
+				cfg.Port = rememberedPort(cfg.DataDir)
+			}
 			inst, err := server.Start(ctx, cfg)
+			if err != nil && freePort && cfg.Port != 0 && addrInUse(err) {
+				cfg.Logger.Warn("the port an earlier --port 0 picked is taken; picking another", "port", cfg.Port)
+				cfg.Port = 0
+				inst, err = server.Start(ctx, cfg)
+			}
 			if err != nil {
 				return err
+			}
+			if freePort {
+				if err := rememberPort(cfg.DataDir, inst.URL()); err != nil {
+					inst.Close()
+					return err
+				}
 			}
 			kc := inst.KubeconfigPath()
 			if abs, err := filepath.Abs(kc); err == nil {
@@ -96,7 +112,7 @@ func newUp() *cobra.Command {
 	f.StringVar(&cfg.DataDir, "data-dir", ".wasmplane", "directory for etcd data and the admin kubeconfig")
 	f.StringSliceVar(&cfg.EtcdServers, "etcd-servers", nil, "external etcd client URLs (nothing is embedded when set)")
 	f.StringVar(&cfg.BindAddress, "bind-address", "127.0.0.1", "API server listen address")
-	f.IntVar(&cfg.Port, "port", 6443, "API server port (0 picks a free port)")
+	f.IntVar(&cfg.Port, "port", 6443, "API server port (0 picks a free port, kept in <data-dir>/port and reused by the next --port 0)")
 	f.DurationVar(&cfg.CompactionInterval, "etcd-compaction-interval", 0, "how often to compact etcd (default 5m)")
 	f.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra names and IPs for the serving certificate")
 	f.StringVar(&cfg.TLSMinVersion, "tls-min-version", "", "minimum TLS version served (default VersionTLS12); possible values: "+strings.Join(cliflag.TLSPossibleVersions(), ", "))
@@ -112,7 +128,7 @@ func newUp() *cobra.Command {
 	f.StringSliceVar(&cfg.AuthenticationOrder, "authentication-order", nil, "order of the authenticators (default x509,token-file,serviceaccount,bootstrap,wasm)")
 	f.BoolVar(&disableKubelet, "disable-kubelet", false, "run no node in this process (use wasmplane agent elsewhere)")
 	f.StringVar(&cfg.NodeName, "node-name", "", "name of this process's node (default the hostname)")
-	f.IntVar(&cfg.KubeletPort, "kubelet-port", 0, "kubelet HTTPS port (default 10250; -1 picks a free port)")
+	f.IntVar(&cfg.KubeletPort, "kubelet-port", 10250, "kubelet HTTPS port (0 picks a free port; -1 too, as before)")
 	f.StringVar(&cfg.ContainerRuntimeEndpoint, "container-runtime-endpoint", "", "CRI socket (e.g. unix:///run/containerd/containerd.sock); default the built-in WASI runtime")
 	f.BoolVar(&cfg.DisableControllers, "disable-controllers", false, "do not run the controllers (run wasmplane controller-manager instead)")
 	f.BoolVar(&cfg.DisableScheduler, "disable-scheduler", false, "do not run the scheduler (run wasmplane scheduler instead)")
@@ -126,8 +142,7 @@ func newVersion() *cobra.Command {
 		Use:   "version",
 		Short: "Print the version",
 		Run: func(cmd *cobra.Command, _ []string) {
-			v := apiserver.Version()
-			fmt.Fprintf(cmd.OutOrStdout(), "wasmplane %s (Kubernetes API %s.%s)\n", v.GitVersion, v.Major, v.Minor)
+			fmt.Fprint(cmd.OutOrStdout(), version.Read())
 		},
 	}
 }

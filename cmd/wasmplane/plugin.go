@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/wasmplane/wasmplane/plugins/wasm"
 	"github.com/wasmplane/wasmplane/plugins/wasm/toolkit"
+	"github.com/wasmplane/wasmplane/plugins/wasm/toolkit/toolchain"
 )
 
 // newPlugin is `wasmplane plugin`: scaffold, build, run, benchmark and install plugins.
@@ -23,7 +24,7 @@ func newPlugin() *cobra.Command {
 		Use:   "plugin",
 		Short: "Write, build, test, benchmark and install WebAssembly plugins",
 	}
-	cmd.AddCommand(newPluginInit(), newPluginBuild(), newPluginTest(), newPluginBench(), newPluginPush(), newPluginApply())
+	cmd.AddCommand(newPluginInit(), newPluginDoctor(), newPluginBuild(), newPluginTest(), newPluginBench(), newPluginPush(), newPluginApply())
 	return cmd
 }
 
@@ -44,16 +45,27 @@ func newPluginInit() *cobra.Command {
 			for _, f := range files {
 				fmt.Fprintf(w, "wrote %s\n", f)
 			}
-			fmt.Fprintf(w, "\nnext:\n  wasmplane plugin build %s\n", args[0])
+			fmt.Fprintf(w, "\nnext:\n  wasmplane plugin build %s    # wasmplane plugin doctor lists the toolchains\n", args[0])
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&lang, "lang", "go", "language: go, c, assemblyscript, rust or wat")
 	f.StringVar(&o.Hook, "hook", "validate", "hook: validate, mutate, filter, score, authenticate or initialize")
-	f.StringVar(&o.Repo, "sdk", "", "wasmplane checkout holding sdk/ (default: found from DIR, the working directory or this binary)")
+	f.StringVar(&o.Repo, "sdk", "", "copy the SDK from this wasmplane checkout's sdk/ (default: the SDK built into this binary)")
 	f.BoolVar(&o.Force, "force", false, "write into a non-empty directory")
 	return cmd
+}
+
+func newPluginDoctor() *cobra.Command {
+	return &cobra.Command{
+		Use:   "doctor",
+		Short: "Tell, per language, whether its toolchain is installed and how to install what is missing",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return toolchain.WriteReport(cmd.OutOrStdout(), toolchain.DefaultEnv().Doctor(cmd.Context()))
+		},
+	}
 }
 
 func newPluginBuild() *cobra.Command {
@@ -86,7 +98,7 @@ func newPluginBuild() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVarP(&o.Out, "output", "o", "", "module to write (default DIR/<DIR name>.wasm)")
 	f.StringVar(&lang, "lang", "", "language (default: detected from the files)")
-	f.StringVar(&o.Repo, "sdk", "", "wasmplane checkout holding sdk/ (AssemblyScript, and C/Rust projects outside one)")
+	f.StringVar(&o.Repo, "sdk", "", "wasmplane checkout holding sdk/, for projects that use it instead of a copy (those plugin init writes need none)")
 	return cmd
 }
 

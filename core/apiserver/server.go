@@ -30,6 +30,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/storage"
 	"github.com/wasmplane/wasmplane/core/storage/blobs"
 	"github.com/wasmplane/wasmplane/core/trace"
+	buildversion "github.com/wasmplane/wasmplane/core/version"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -151,7 +152,7 @@ func (r *recentSet) recent(name string, now time.Time) bool {
 
 // Version is what /version reports: Kubernetes' API level, wasmplane's build.
 func Version() version.Info {
-	return version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2-wasmplane", Platform: "linux/amd64", GoVersion: "go1.26"}
+	return buildversion.Read().Server()
 }
 
 // New builds the server with every built-in resource.

@@ -6,6 +6,7 @@ package trace
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -204,3 +205,24 @@ func clip(steps []Step) []Step {
 	}
 	return steps
 }
+
+// Merge puts the recorded steps and steps read from an object's status in time order.
+// Status times are metav1.Times, whole seconds: a kubelet step that happened at 12:00:00.9
+// reads 12:00:00 and would sort before an authentication recorded at 12:00:00.4 although
+// it followed it. So a coarse step earlier than floor (the end of the last step it must
+// follow, e.g. the binding) is moved to floor; coarse steps keep their relative order.
+func Merge(recorded, coarse []Step, floor time.Time) []Step {
+	out := make([]Step, 0, len(recorded)+len(coarse))
+	out = append(out, recorded...)
+	for _, s := range coarse {
+		if s.Time.Before(floor) {
+			s.Time = floor
+		}
+		out = append(out, s)
+	}
+	slices.SortStableFunc(out, func(a, b Step) int { return a.Time.Compare(b.Time) })
+	return out
+}
+
+// End is when the step ended: its start plus its duration.
+func (s Step) End() time.Time { return s.Time.Add(s.Duration) }

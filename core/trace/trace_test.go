@@ -181,3 +181,47 @@ func TestStepsReportedBeforeBegin(t *testing.T) {
 		t.Fatalf("%d records for one key", s.Len())
 	}
 }
+
+// TestMergeOrdersWholeSecondStatusTimes: the kubelet's steps come from the pod's status in
+// whole seconds; one that truncates to before the request's authentication must still
+// come after the binding it followed.
+func TestMergeOrdersWholeSecondStatusTimes(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	recorded := []Step{
+		{Time: ms(421), Duration: time.Millisecond, Component: "authentication"},
+		{Time: ms(430), Duration: 2 * time.Millisecond, Component: "storage"},
+		{Time: ms(450), Duration: 3 * time.Millisecond, Component: "binding"},
+	}
+	for _, tc := range []struct {
+		name   string
+		coarse []Step
+		floor  time.Time
+		want   []string
+	}{
+		{"truncated before the request", []Step{{Time: t0, Component: "kubelet", Step: "init containers"}, {Time: t0, Component: "kubelet", Step: "pod"}},
+			ms(453), []string{"authentication", "storage", "binding", "kubelet/init containers", "kubelet/pod"}},
+		{"later seconds keep their place", []Step{{Time: t0.Add(2 * time.Second), Component: "kubelet", Step: "pod"}, {Time: t0, Component: "kubelet", Step: "sandbox"}},
+			ms(453), []string{"authentication", "storage", "binding", "kubelet/sandbox", "kubelet/pod"}},
+		{"no floor", []Step{{Time: t0, Component: "kubelet", Step: "pod"}}, time.Time{},
+			[]string{"kubelet/pod", "authentication", "storage", "binding"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Merge(recorded, tc.coarse, tc.floor)
+			var names []string
+			for i, s := range got {
+				n := s.Component
+				if s.Step != "" {
+					n += "/" + s.Step
+				}
+				names = append(names, n)
+				if i > 0 && s.Time.Before(got[i-1].Time) {
+					t.Errorf("step %d (%s) at %v is before step %d at %v", i, n, s.Time, i-1, got[i-1].Time)
+				}
+			}
+			if fmt.Sprint(names) != fmt.Sprint(tc.want) {
+				t.Errorf("order = %v, want %v", names, tc.want)
+			}
+		})
+	}
+}

@@ -105,6 +105,32 @@ func TestPodTrace(t *testing.T) {
 	if _, ok := p.Annotations[resources.TraceSchedulingAnnotation]; ok {
 		t.Fatal("the scheduling summary was stored on the pod")
 	}
+
+	// A node reports conditions in whole seconds: one stamped with the second the pod was
+	// created in reads earlier than the request's authentication, yet follows the binding.
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue,
+		LastTransitionTime: p.CreationTimestamp})
+	if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	body, err := cs.CoreV1().RESTClient().Get().Namespace(ns).Resource("pods").Name("traced").SubResource("trace").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr = resources.PodTrace{}
+	if err := json.Unmarshal(body, &tr); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for i, s := range tr.Steps {
+		order = append(order, s.Component+"/"+s.Step)
+		if i > 0 && s.Time.Before(tr.Steps[i-1].Time) {
+			t.Errorf("step %d %s/%s at %v is before the step above it at %v", i, s.Component, s.Step, s.Time, tr.Steps[i-1].Time)
+		}
+	}
+	if len(tr.Steps) < 2 || tr.Steps[0].Component != "authentication" || tr.Steps[len(tr.Steps)-1].Step != "init containers" {
+		t.Errorf("steps in order %v: want authentication first and the node's init containers last", order)
+	}
 }
 
 // TestUnschedulablePodTrace creates a pod whose nodeSelector no node matches: it is never

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
@@ -117,11 +116,22 @@ func traceHandler(s *endpoints.Scope) endpoints.HandlerFunc {
 				out.Recorded, out.Steps = true, rec.Steps
 			}
 		}
-		out.Steps = append(out.Steps, kubeletSteps(pod)...)
-		slices.SortStableFunc(out.Steps, func(a, b trace.Step) int { return a.Time.Compare(b.Time) })
+		out.Steps = trace.Merge(out.Steps, kubeletSteps(pod), nodeFloor(out.Steps))
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
 	}
+}
+
+// nodeFloor is the earliest a node's step can have happened: the end of the binding, or
+// of the create when the pod was made with its node set.
+func nodeFloor(recorded []trace.Step) time.Time {
+	var floor time.Time
+	for _, s := range recorded {
+		if (s.Component == "binding" || s.Component == "storage") && s.End().After(floor) {
+			floor = s.End()
+		}
+	}
+	return floor
 }
 
 // kubeletSteps reads the node's part of the journey from the pod's status: the sandbox,

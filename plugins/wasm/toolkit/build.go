@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -132,20 +133,27 @@ func Plan(opts BuildOptions, work string) (Lang, []Step, error) {
 		// must name the SDK's abort the same way: run it in the project and reuse the
 		// prefix the source imports the SDK with.
 		prefix, r := asSDKImport(filepath.Join(dir, src))
-		if r == "" {
-			if r, err = repo(); err != nil {
-				return "", nil, err
-			}
-		}
 		if prefix == "" {
 			return "", nil, fmt.Errorf("%s does not import the SDK (…/sdk/assemblyscript/assembly/index)", src)
 		}
-		asc := filepath.Join(r, filepath.FromSlash(toolchain.ASCompiler))
-		return lang, []Step{{Dir: dir, Args: toolchain.ASArgs(asc, out, src, prefix+"/"+toolchain.ASAbort)}}, nil
+		// The compiler: the project's own (npm install with the package.json Init
+		// writes), else the one a wasmplane checkout pins in sdk/assemblyscript.
+		asc := filepath.Join(dir, filepath.FromSlash(toolchain.ASProjectCompiler))
+		if _, err := os.Stat(filepath.Join(dir, "package.json")); err != nil {
+			if r == "" {
+				if r, err = repo(); err != nil {
+					return "", nil, err
+				}
+			}
+			asc = filepath.Join(r, filepath.FromSlash(toolchain.ASCompiler))
+		}
+		// asc drops a leading ./ from the names of the modules it compiles.
+		abort := path.Clean(prefix + "/" + toolchain.ASAbort)
+		return lang, []Step{{Dir: dir, Args: toolchain.ASArgs(asc, out, src, abort)}}, nil
 	case Rust:
 		rustc, target, err := toolchain.Rust()
 		if err != nil {
-			return "", nil, fmt.Errorf("%w: %w", ErrToolchainMissing, err)
+			return "", nil, fmt.Errorf("%w: %w\n%s", ErrToolchainMissing, err, toolchain.Hint(toolchain.LangRust))
 		}
 		sdk, err := cargoSDKPath(dir)
 		if err != nil {
@@ -180,13 +188,14 @@ func Build(ctx context.Context, opts BuildOptions) (*Result, error) {
 	}
 	if lang == AssemblyScript {
 		if _, err := os.Stat(steps[0].Args[1]); err != nil {
-			return nil, fmt.Errorf("%w: assemblyscript (run npm ci in sdk/assemblyscript): %w", ErrToolchainMissing, err)
+			where := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(steps[0].Args[1])))) // …/node_modules/assemblyscript/bin/asc.js
+			return nil, fmt.Errorf("%w: the AssemblyScript compiler: run `npm install` in %s (%w)\n%s", ErrToolchainMissing, where, err, toolchain.Hint(toolchain.LangAssemblyScript))
 		}
 	}
 	var out string
 	for _, s := range steps {
 		if _, err := exec.LookPath(s.Args[0]); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrToolchainMissing, s.Args[0], err)
+			return nil, fmt.Errorf("%w: %s: %w\n%s", ErrToolchainMissing, s.Args[0], err, toolchain.Hint(toolchain.Language(lang)))
 		}
 		if i := indexOf(s.Args, "-o"); i >= 0 && i+1 < len(s.Args) {
 			out = s.Args[i+1]

@@ -100,8 +100,13 @@ func TestScaffoldBuildRunInstall(t *testing.T) {
 			t.Parallel()
 			name := "require-team-" + string(tc.lang)
 			dir := filepath.Join(t.TempDir(), name)
+			// The SDK copied from the checkout (--sdk); cmd/wasmplane's tests build
+			// projects with the SDK the binary carries.
 			if _, err := toolkit.Init(toolkit.InitOptions{Dir: dir, Lang: tc.lang, Hook: "validate", Repo: repo}); err != nil {
 				t.Fatal(err)
+			}
+			if tc.lang == toolkit.AssemblyScript {
+				wasmtest.LinkASCompiler(t, repo, dir)
 			}
 			res := build(t, toolkit.BuildOptions{Dir: dir})
 			if res.Lang != tc.lang || res.Path != filepath.Join(dir, name+".wasm") {

@@ -3,15 +3,20 @@ package toolkit
 import (
 	"bytes"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go/format"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"text/template"
+
+	"github.com/wasmplane/wasmplane/plugins/wasm/toolkit/toolchain"
+	"github.com/wasmplane/wasmplane/sdk"
 )
 
 // templates are the project skeletons; they use [[ ]] delimiters so that the braces of
@@ -28,11 +33,39 @@ type InitOptions struct {
 	Lang Lang
 	// Hook is the hook the plugin implements.
 	Hook string
-	// Repo is the wasmplane checkout whose SDK the project uses (default: FindRepo from
-	// DefaultRepoStarts). WAT projects need none.
+	// Repo, when set, is a wasmplane checkout whose sdk/ directory is copied into the
+	// project instead of the SDK built into this binary (for work on the SDK itself).
 	Repo string
 	// Force allows writing into a non-empty directory (existing files are overwritten).
 	Force bool
+}
+
+// VendorDir is where a scaffolded project keeps its copy of the SDK, laid out as in the
+// wasmplane repository (VendorDir/sdk/ABI.md, VendorDir/sdk/go/…): the project builds
+// with no checkout and no network, and the copy is committed with it.
+const VendorDir = "third_party/wasmplane"
+
+// GoVersion is the go directive of scaffolded Go projects and of their SDK copy: the
+// wasmplane module's (the SDK is part of it), which the tests check.
+const GoVersion = toolchain.GoMin
+
+// ascVersion is the AssemblyScript compiler version the SDK pins in its package.json.
+func ascVersion(sdkFiles fs.FS) (string, error) {
+	b, err := fs.ReadFile(sdkFiles, "assemblyscript/package.json")
+	if err != nil {
+		return "", fmt.Errorf("reading the AssemblyScript SDK's package.json: %w", err)
+	}
+	var p struct {
+		DevDependencies map[string]string `json:"devDependencies"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return "", fmt.Errorf("the AssemblyScript SDK's package.json: %w", err)
+	}
+	v := p.DevDependencies["assemblyscript"]
+	if v == "" {
+		return "", errors.New("the AssemblyScript SDK's package.json pins no assemblyscript compiler")
+	}
+	return v, nil
 }
 
 // watAnswers are the fixed answers of WAT skeletons: WAT has no JSON reader to build
@@ -80,24 +113,14 @@ func Init(opts InitOptions) ([]string, error) {
 		return nil, fmt.Errorf("project directory: %w", err)
 	}
 
-	data := map[string]any{"Name": name, "Hook": hook, "Lang": string(lang), "ABIDoc": "sdk/ABI.md"}
-	var repo string
-	if lang != WAT {
-		repo = opts.Repo
-		if repo == "" {
-			repo, err = FindRepo(DefaultRepoStarts(dir)...)
-		} else if !isRepo(repo) {
-			err = fmt.Errorf("%s is not a wasmplane checkout (no go.mod of %s with sdk/)", repo, ModulePath)
+	sdkFiles := sdk.Files()
+	if opts.Repo != "" {
+		if !isRepo(opts.Repo) {
+			return nil, fmt.Errorf("%s is not a wasmplane checkout (no go.mod of %s with sdk/)", opts.Repo, ModulePath)
 		}
-		if err != nil {
-			return nil, err
-		}
-		if repo, err = filepath.Abs(repo); err != nil {
-			return nil, fmt.Errorf("wasmplane checkout: %w", err)
-		}
-		data["ABIDoc"] = filepath.Join(repo, "sdk", "ABI.md")
+		sdkFiles = os.DirFS(filepath.Join(opts.Repo, "sdk"))
 	}
-
+	data := map[string]any{"Name": name, "Hook": hook, "Lang": string(lang), "ABIDoc": VendorDir + "/sdk/ABI.md", "Vendor": VendorDir}
 	files := map[string][]byte{} // path in the project -> content
 	render := func(tmpl, to string) error {
 		b, err := renderTemplate(tmpl, data)
@@ -107,13 +130,27 @@ func Init(opts InitOptions) ([]string, error) {
 		files[to] = b
 		return nil
 	}
+	// vendor copies the SDK directory from (relative to sdk/) into the project's
+	// VendorDir, leaving out tests.
+	vendor := func(from string) error {
+		return fs.WalkDir(sdkFiles, from, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || strings.HasSuffix(p, "_test.go") {
+				return err
+			}
+			b, err := fs.ReadFile(sdkFiles, p)
+			if err != nil {
+				return err
+			}
+			files[filepath.Join(VendorDir, "sdk", filepath.FromSlash(p))] = b
+			return nil
+		})
+	}
+	if err := vendor("ABI.md"); err != nil {
+		return nil, fmt.Errorf("copying the ABI: %w", err)
+	}
 	switch lang {
 	case Go:
-		gover, err := goModDirective(filepath.Join(repo, "go.mod"), "go")
-		if err != nil {
-			return nil, err
-		}
-		data["GoVersion"], data["Replace"], data["ModuleName"] = gover, repo, "wasmplane.plugin/"+name
+		data["GoVersion"], data["ModuleName"] = GoVersion, "wasmplane.plugin/"+name
 		if err := render("go/main.go.tmpl", "main.go"); err != nil {
 			return nil, err
 		}
@@ -124,37 +161,52 @@ func Init(opts InitOptions) ([]string, error) {
 		if err := render("go/go.mod.tmpl", "go.mod"); err != nil {
 			return nil, err
 		}
+		if err := render("go/sdk.go.mod.tmpl", filepath.Join(VendorDir, "go.mod")); err != nil {
+			return nil, err
+		}
+		if err := vendor("go"); err != nil {
+			return nil, fmt.Errorf("copying the Go SDK: %w", err)
+		}
 	case C:
 		if err := render("c/plugin.c.tmpl", name+".c"); err != nil {
 			return nil, err
 		}
+		// The C SDK is two files next to the plugin, where `plugin build` looks.
 		for _, f := range []string{"wasmplane.h", "wasmplane.c"} {
-			b, err := os.ReadFile(filepath.Join(repo, "sdk", "c", f))
+			b, err := fs.ReadFile(sdkFiles, "c/"+f)
 			if err != nil {
-				return nil, fmt.Errorf("vendoring the C SDK: %w", err)
+				return nil, fmt.Errorf("copying the C SDK: %w", err)
 			}
 			files[f] = b
 		}
 	case AssemblyScript:
-		rel, err := filepath.Rel(dir, filepath.Join(repo, "sdk", "assemblyscript", "assembly", "index"))
+		asc, err := ascVersion(sdkFiles)
 		if err != nil {
-			return nil, fmt.Errorf("assemblyscript SDK path: %w", err)
+			return nil, err
 		}
-		rel = filepath.ToSlash(rel)
-		if !strings.HasPrefix(rel, ".") {
-			rel = "./" + rel
-		}
-		data["ASImport"] = rel
+		data["ASImport"], data["ASCVersion"] = "./"+VendorDir+"/sdk/assemblyscript/assembly/index", asc
 		if err := render("assemblyscript/plugin.ts.tmpl", name+".ts"); err != nil {
 			return nil, err
 		}
+		if err := render("assemblyscript/package.json.tmpl", "package.json"); err != nil {
+			return nil, err
+		}
+		if err := vendor("assemblyscript/assembly"); err != nil {
+			return nil, fmt.Errorf("copying the AssemblyScript SDK: %w", err)
+		}
 	case Rust:
-		data["RustSDK"] = filepath.ToSlash(filepath.Join(repo, "sdk", "rust"))
+		data["RustSDK"] = VendorDir + "/sdk/rust"
 		if err := render("rust/Cargo.toml.tmpl", "Cargo.toml"); err != nil {
 			return nil, err
 		}
 		if err := render("rust/lib.rs.tmpl", filepath.Join("src", "lib.rs")); err != nil {
 			return nil, err
+		}
+		if err := vendor("rust/src"); err != nil {
+			return nil, fmt.Errorf("copying the Rust SDK: %w", err)
+		}
+		if err := vendor("rust/Cargo.toml"); err != nil {
+			return nil, fmt.Errorf("copying the Rust SDK: %w", err)
 		}
 	case WAT:
 		ans, _ := watAnswer(hook)
@@ -174,7 +226,7 @@ func Init(opts InitOptions) ([]string, error) {
 	if files["config.json"], err = templates.ReadFile("templates/config.json"); err != nil {
 		return nil, fmt.Errorf("sample config: %w", err)
 	}
-	files[".gitignore"] = []byte("*.wasm\n")
+	files[".gitignore"] = []byte("*.wasm\n/target/\nnode_modules/\n")
 
 	var wrote []string
 	for _, rel := range sortedKeys(files) {

@@ -11,6 +11,7 @@ import (
 
 	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	"github.com/wasmplane/wasmplane/plugins/wasm/toolkit/toolchain"
+	"github.com/wasmplane/wasmplane/sdk"
 )
 
 // writeFiles creates files (path -> content) under dir.
@@ -179,6 +180,14 @@ func TestPlan(t *testing.T) {
 		want: func(dir string) []Step {
 			return []Step{{Dir: dir, Args: []string{"node", filepath.Join(repo, toolchain.ASCompiler), "p.ts", "-o", filepath.Join(dir, filepath.Base(dir)+".wasm"),
 				"-O3", "--noAssert", "--use", "abort=../sdk/assemblyscript/assembly/abi/abort"}}}
+		},
+	}, {
+		name: "assemblyscript project with its own compiler",
+		files: map[string]string{"package.json": "{}",
+			"p.ts": `import { call } from "./third_party/wasmplane/sdk/assemblyscript/assembly/index";`},
+		want: func(dir string) []Step {
+			return []Step{{Dir: dir, Args: []string{"node", filepath.Join(dir, "node_modules/assemblyscript/bin/asc.js"), "p.ts", "-o", filepath.Join(dir, filepath.Base(dir)+".wasm"),
+				"-O3", "--noAssert", "--use", "abort=third_party/wasmplane/sdk/assemblyscript/assembly/abi/abort"}}}
 		},
 	}, {
 		name:  "assemblyscript without the sdk",
@@ -443,14 +452,15 @@ func TestInitRefuses(t *testing.T) {
 // TestInitEveryTemplate renders every language and hook (without building: the
 // integration test builds them) and checks the files each project needs.
 func TestInitEveryTemplate(t *testing.T) {
-	repo := fakeRepo(t)
-	need := map[Lang][]string{Go: {"go.mod", "main.go"}, C: {"p.c", "wasmplane.h", "wasmplane.c"}, AssemblyScript: {"p.ts"},
-		Rust: {"Cargo.toml", "src/lib.rs"}, WAT: {"p.wat"}}
+	v := VendorDir + "/sdk/"
+	need := map[Lang][]string{Go: {"go.mod", "main.go", VendorDir + "/go.mod", v + "go/validate/validate.go", v + "go/internal/guest/guest.go"},
+		C: {"p.c", "wasmplane.h", "wasmplane.c"}, AssemblyScript: {"p.ts", "package.json", v + "assemblyscript/assembly/index.ts"},
+		Rust: {"Cargo.toml", "src/lib.rs", v + "rust/Cargo.toml", v + "rust/src/lib.rs"}, WAT: {"p.wat"}}
 	for _, lang := range Langs() {
 		for _, hook := range PluginHooks() {
 			t.Run(string(lang)+"/"+hook, func(t *testing.T) {
 				dir := filepath.Join(t.TempDir(), "p")
-				_, err := Init(InitOptions{Dir: dir, Lang: lang, Hook: hook, Repo: repo})
+				_, err := Init(InitOptions{Dir: dir, Lang: lang, Hook: hook})
 				if lang == WAT && (hook == "filter" || hook == "score") {
 					if err == nil {
 						t.Fatal("want an error")
@@ -460,7 +470,7 @@ func TestInitEveryTemplate(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, f := range append(need[lang], "README.md", "request.json", "config.json") {
+				for _, f := range append(need[lang], "README.md", "request.json", "config.json", v+"ABI.md") {
 					b, err := os.ReadFile(filepath.Join(dir, f))
 					if err != nil {
 						t.Fatal(err)
@@ -468,11 +478,35 @@ func TestInitEveryTemplate(t *testing.T) {
 					if strings.Contains(string(b), "[[") || strings.Contains(string(b), "<no value>") {
 						t.Errorf("%s: unrendered template text", f)
 					}
+					// A project to commit: nothing points outside it.
+					if strings.Contains(string(b), filepath.Dir(dir)) {
+						t.Errorf("%s names the directory the project is in", f)
+					}
+				}
+				if _, err := os.Stat(filepath.Join(dir, v+"go/score/score_test.go")); err == nil {
+					t.Error("the SDK's tests were copied")
 				}
 				if got, err := Detect(dir); err != nil || got != lang {
 					t.Errorf("Detect(scaffold) = %q, %v", got, err)
 				}
 			})
 		}
+	}
+}
+
+// TestPinnedVersions: what scaffolded projects pin agrees with the repository: the go
+// directive of the wasmplane module (the Go SDK is part of it) and the asc the
+// AssemblyScript SDK pins.
+func TestPinnedVersions(t *testing.T) {
+	gover, err := goModDirective(filepath.Join("..", "..", "..", "go.mod"), "go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if GoVersion != gover && !strings.HasPrefix(gover, GoVersion+".") {
+		t.Errorf("GoVersion %s, the module's go directive %s", GoVersion, gover)
+	}
+	asc, err := ascVersion(sdk.Files())
+	if err != nil || asc != toolchain.ASCVersion {
+		t.Errorf("the SDK pins asc %q (%v); toolchain.ASCVersion is %q", asc, err, toolchain.ASCVersion)
 	}
 }

@@ -142,3 +142,17 @@ func runTool(dir, name string, args ...string) error {
 	}
 	return nil
 }
+
+// LinkASCompiler gives the AssemblyScript project dir (one `wasmplane plugin init` wrote)
+// the compiler its package.json pins, as `npm install` there would, without the network:
+// dir/node_modules links to the sdk/assemblyscript/node_modules of the checkout at root
+// (npm ci there pins the same version). It skips the test, or fails it under CI, when
+// that is absent.
+func LinkASCompiler(tb testing.TB, root, dir string) {
+	tb.Helper()
+	mods := filepath.Join(root, "sdk", "assemblyscript", "node_modules")
+	Need(tb, exists(filepath.Join(mods, "assemblyscript", "bin", "asc.js")), "assemblyscript (npm ci in sdk/assemblyscript)")
+	if err := os.Symlink(mods, filepath.Join(dir, "node_modules")); err != nil {
+		tb.Fatal(err)
+	}
+}

@@ -6,11 +6,8 @@
 package toolchain
 
 import (
-	"errors"
-	"os"
-	"os/exec"
+	"context"
 	"path/filepath"
-	"strings"
 )
 
 // GoEnv is the environment of a standard-Go plugin build: a wasip1 module without cgo.
@@ -37,10 +34,12 @@ func ASArgs(asc, out, entry, abort string) []string {
 }
 
 // The AssemblyScript SDK's files, relative to the repository root: the asc that
-// sdk/assemblyscript pins (npm ci there) and the module whose abort plugins use.
+// sdk/assemblyscript pins (npm ci there) and the module whose abort plugins use; and the
+// asc of a project made by `wasmplane plugin init` (npm install there), relative to it.
 const (
-	ASCompiler = "sdk/assemblyscript/node_modules/assemblyscript/bin/asc.js"
-	ASAbort    = "sdk/assemblyscript/assembly/abi/abort"
+	ASCompiler        = "sdk/assemblyscript/node_modules/assemblyscript/bin/asc.js"
+	ASAbort           = "sdk/assemblyscript/assembly/abi/abort"
+	ASProjectCompiler = "node_modules/assemblyscript/bin/asc.js"
 )
 
 // RustArgs are the two rustc invocations that do what `cargo build --release` does with a
@@ -57,30 +56,8 @@ func RustArgs(rustc, target, out, work, sdkLib, crateName, crateLib string) [][]
 // WATArgs assembles hand-written WebAssembly text with wabt.
 func WATArgs(out, src string) []string { return []string{"wat2wasm", src, "-o", out} }
 
-// Rust returns a rustc that has a WASI standard library and the target name it
-// uses. Debian's /usr/bin/rustc (libstd-rust-dev-wasm32) is tried after $RUSTC and before
-// the one on PATH, which on a rustup machine lacks the target and cannot download it.
-// examples/plugins/langs/rust_test.go searches the same way.
+// Rust returns a rustc that has a WASI standard library and the target name it uses,
+// searched as Env.FindRust does in this process's environment.
 func Rust() (rustc, target string, err error) {
-	var cands []string
-	if r := os.Getenv("RUSTC"); r != "" {
-		cands = append(cands, r)
-	}
-	cands = append(cands, "/usr/bin/rustc")
-	if p, err := exec.LookPath("rustc"); err == nil {
-		cands = append(cands, p)
-	}
-	for _, c := range cands {
-		out, err := exec.Command(c, "--print", "sysroot").Output()
-		if err != nil {
-			continue
-		}
-		sysroot := strings.TrimSpace(string(out))
-		for _, tgt := range []string{"wasm32-wasip1", "wasm32-wasi"} {
-			if _, err := os.Stat(filepath.Join(sysroot, "lib", "rustlib", tgt, "lib")); err == nil {
-				return c, tgt, nil
-			}
-		}
-	}
-	return "", "", errors.New("no rustc with the wasm32-wasi standard library (install libstd-rust-dev-wasm32)")
+	return DefaultEnv().FindRust(context.Background())
 }
