@@ -213,7 +213,7 @@ func newPluginBench() *cobra.Command {
 }
 
 func newPluginPush() *cobra.Command {
-	var kubeconfig string
+	var kubeconfig, namespace string
 	cmd := &cobra.Command{
 		Use:   "push MODULE.wasm",
 		Short: "Upload a module to the cluster's module store and print its digest",
@@ -227,7 +227,7 @@ func newPluginPush() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			m, created, err := c.Push(cmd.Context(), b)
+			m, created, err := c.PushIn(cmd.Context(), b, namespace)
 			if err != nil {
 				return err
 			}
@@ -241,6 +241,7 @@ func newPluginPush() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig (default $KUBECONFIG, else "+toolkit.DefaultKubeconfig+")")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace whose WasmPlugins may run the module (empty: cluster plugins only, unless an admin shares it)")
 	return cmd
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/wasmplane/wasmplane/core/admission"
+	"github.com/wasmplane/wasmplane/core/admission/plugins"
 	"github.com/wasmplane/wasmplane/core/api/initializers"
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
 	"github.com/wasmplane/wasmplane/core/apiserver/filters"
@@ -58,6 +59,8 @@ type Config struct {
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
 	// AdmissionSources add dynamic admission plugins (WASM) after the built-in ones.
 	AdmissionSources []admission.Source
+	// PluginCeilings cap the limits of namespaced WasmPlugins (zero fields: defaults).
+	PluginCeilings plugins.PluginCeilings
 	// InitializerWaiting hears about objects stored with pending initializers (the WASM
 	// plugin manager runs the initializers it knows); nil = nobody.
 	InitializerWaiting func(gvr schema.GroupVersionResource, namespace, name string)
@@ -174,7 +177,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{codecs: endpoints.NewCodecs(cfg.Scheme), stores: map[schema.GroupResource]*registry.Store{}, metrics: cfg.Metrics}
 	inits := &initializerRegistry{s: s, waiting: cfg.InitializerWaiting}
-	chain := builtinAdmission(s, cfg.AdmissionSources)
+	chain := builtinAdmission(s, &cfg)
 	defs := map[schema.GroupVersion][]resources.Definition{
 		corev1.SchemeGroupVersion: resources.WithKubeletConnection(resources.Core(), resources.KubeletConnection{TLS: cfg.KubeletClientTLS,
 			GetNode: func(ctx context.Context, name string) (*corev1.Node, error) {
@@ -393,6 +396,9 @@ type initializerRegistry struct {
 // Pending implements registry.Initializers: configurations in name order, each
 // initializer once.
 func (r *initializerRegistry) Pending(ctx context.Context, gvr schema.GroupVersionResource) []string {
+	if admission.IsAdmissionConfiguration(gvr.GroupResource()) {
+		return nil
+	}
 	store := r.s.stores[initializers.SchemeGroupVersion.WithResource("initializerconfigurations").GroupResource()]
 	if store == nil {
 		return nil

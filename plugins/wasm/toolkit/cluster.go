@@ -93,10 +93,20 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 // Push uploads module bytes to the cluster's module store. created is false when the
 // store already held them (the server answers 200 instead of 201).
 func (c *Client) Push(ctx context.Context, module []byte) (m *wasmv1.WasmModule, created bool, err error) {
+	return c.PushIn(ctx, module, "")
+}
+
+// PushIn is Push recording that namespace's WasmPlugins may run the module (the server
+// lets a namespaced plugin run only modules shared with its namespace); "" records
+// nothing, for cluster plugins.
+func (c *Client) PushIn(ctx context.Context, module []byte, namespace string) (m *wasmv1.WasmModule, created bool, err error) {
 	var code int
 	m = &wasmv1.WasmModule{}
-	err = c.rc.Post().Resource("wasmmodules").SetHeader("Content-Type", ContentTypeWasm).
-		Body(module).Do(ctx).StatusCode(&code).Into(m)
+	req := c.rc.Post().Resource("wasmmodules").SetHeader("Content-Type", ContentTypeWasm)
+	if namespace != "" {
+		req = req.Param("namespace", namespace)
+	}
+	err = req.Body(module).Do(ctx).StatusCode(&code).Into(m)
 	if err != nil {
 		return nil, false, fmt.Errorf("pushing the module: %w", err)
 	}
@@ -305,9 +315,9 @@ func ParseRule(s string) (wasmv1.Rule, error) {
 var ErrNoModule = errors.New("give --module FILE or --digest sha256:<hex>")
 
 // ResolveModule returns the digest to pin: it pushes file when given (so the cluster has
-// the bytes; the stored module and whether it was new are returned), or normalizes
-// digest.
-func (c *Client) ResolveModule(ctx context.Context, file, digest string) (string, *wasmv1.WasmModule, bool, error) {
+// the bytes, shared with namespace; the stored module and whether it was new are
+// returned), or normalizes digest.
+func (c *Client) ResolveModule(ctx context.Context, file, digest, namespace string) (string, *wasmv1.WasmModule, bool, error) {
 	switch {
 	case file != "" && digest != "":
 		return "", nil, false, errors.New("give --module or --digest, not both")
@@ -316,7 +326,7 @@ func (c *Client) ResolveModule(ctx context.Context, file, digest string) (string
 		if err != nil {
 			return "", nil, false, fmt.Errorf("reading the module: %w", err)
 		}
-		m, created, err := c.Push(ctx, b)
+		m, created, err := c.PushIn(ctx, b, namespace)
 		if err != nil {
 			return "", nil, false, err
 		}
@@ -365,7 +375,7 @@ func (c *Client) Install(ctx context.Context, o InstallOptions) (*InstallReport,
 	if _, err := BuildSpec(check); err != nil {
 		return nil, err
 	}
-	digest, m, stored, err := c.ResolveModule(ctx, o.ModuleFile, o.Spec.Digest)
+	digest, m, stored, err := c.ResolveModule(ctx, o.ModuleFile, o.Spec.Digest, o.Namespace)
 	if err != nil {
 		return nil, err
 	}
