@@ -21,9 +21,14 @@ func (r registryReader) CountPlugins(ctx context.Context, namespace string) (int
 	return meta.LenList(obj), nil
 }
 
-// GetModule implements plugins.ModuleGetter.
+// GetModule implements plugins.ModuleGetter with a read from etcd: a module shared a
+// moment ago (an upload just before the plugin's create) may not be in the cache yet.
 func (r registryReader) GetModule(ctx context.Context, name string) (*wasmv1.WasmModule, error) {
-	obj, err := r.getFresh(ctx, wasmv1.SchemeGroupVersion.WithResource("wasmmodules").GroupResource(), "", name)
+	st, err := r.store(wasmv1.SchemeGroupVersion.WithResource("wasmmodules").GroupResource())
+	if err != nil {
+		return nil, err
+	}
+	obj, err := st.Get(ctx, "", name, nil)
 	if err != nil {
 		return nil, err
 	}
