@@ -152,6 +152,35 @@ func (c *Client) Apply(ctx context.Context, o ApplyOptions) (string, runtime.Obj
 	return action, obj, err
 }
 
+// withServerDefaults fills the limits the caller left unset with the stored ones: the
+// server defaults a namespaced plugin's unset limits into the object, and applying the
+// same flags again must not count as a change.
+func withServerDefaults(want, stored *wasmv1.Limits) *wasmv1.Limits {
+	if stored == nil {
+		return want
+	}
+	out := *stored
+	if want == nil {
+		return &out
+	}
+	if want.MemoryPages != 0 {
+		out.MemoryPages = want.MemoryPages
+	}
+	if want.Timeout != nil {
+		out.Timeout = want.Timeout
+	}
+	if want.MaxInputBytes != 0 {
+		out.MaxInputBytes = want.MaxInputBytes
+	}
+	if want.MaxOutputBytes != 0 {
+		out.MaxOutputBytes = want.MaxOutputBytes
+	}
+	if want.MaxInstances != 0 {
+		out.MaxInstances = want.MaxInstances
+	}
+	return &out
+}
+
 // applyOnce is one read-compare-write round of Apply.
 func (c *Client) applyOnce(ctx context.Context, o ApplyOptions) (string, runtime.Object, error) {
 	resource, kind := "clusterwasmplugins", "ClusterWasmPlugin"
@@ -184,10 +213,12 @@ func (c *Client) applyOnce(ctx context.Context, o ApplyOptions) (string, runtime
 	case err != nil:
 		return "", nil, fmt.Errorf("reading %s: %w", what, err)
 	}
-	if reflect.DeepEqual(*specOf(existing), o.Spec) {
+	want := o.Spec
+	want.Limits = withServerDefaults(o.Spec.Limits, specOf(existing).Limits)
+	if reflect.DeepEqual(*specOf(existing), want) {
 		return "unchanged", existing, nil
 	}
-	*specOf(existing) = o.Spec
+	*specOf(existing) = want
 	existing.GetObjectKind().SetGroupVersionKind(wasmv1.SchemeGroupVersion.WithKind(kind))
 	// The update carries the resourceVersion read above: a concurrent writer makes it
 	// fail with a Conflict instead of being overwritten.
