@@ -69,6 +69,7 @@ func newUp() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			defer dumpGoroutinesOnSIGQUIT(os.Stderr, cfg.Logger)()
 			cfg.RunKubelet = !disableKubelet
 			if err := parseCeilingFlags(cmd.Flags(), &cfg.PluginCeilings); err != nil {
 				return err
