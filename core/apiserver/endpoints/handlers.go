@@ -270,8 +270,9 @@ func (s *Scope) Update(w http.ResponseWriter, req *http.Request, r Request, stra
 }
 
 func (s *Scope) allowCreateOnUpdate() bool {
+	// As Kubernetes' strategies: a PUT of a missing ConfigMap or Secret is 404, not a create.
 	switch s.resource().Name {
-	case "events", "leases", "configmaps", "secrets":
+	case "events", "leases":
 		return true
 	}
 	return false
