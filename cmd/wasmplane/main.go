@@ -73,6 +73,9 @@ func newUp() *cobra.Command {
 			defer stop()
 			defer dumpGoroutinesOnSIGQUIT(os.Stderr, cfg.Logger)()
 			cfg.RunKubelet = !disableKubelet
+			if err := parseCeilingFlags(cmd.Flags(), &cfg.PluginCeilings); err != nil {
+				return err
+			}
 			cfg.KubeletPort = kubeletPort(cfg.KubeletPort)
 			freePort := cfg.Port == 0
 			if freePort {
@@ -132,6 +135,7 @@ func newUp() *cobra.Command {
 	f.StringVar(&cfg.ContainerRuntimeEndpoint, "container-runtime-endpoint", "", "CRI socket (e.g. unix:///run/containerd/containerd.sock); default the built-in WASI runtime")
 	f.BoolVar(&cfg.DisableControllers, "disable-controllers", false, "do not run the controllers (run wasmplane controller-manager instead)")
 	f.BoolVar(&cfg.DisableScheduler, "disable-scheduler", false, "do not run the scheduler (run wasmplane scheduler instead)")
+	addCeilingFlags(f, &cfg.PluginCeilings)
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&memoryLimit, "memory-limit", "", "soft limit of the process's memory (e.g. 1800Mi): garbage is collected more often near it; the default lets the heap grow to twice what is live")
 	return cmd

@@ -225,7 +225,7 @@ func newPluginBench() *cobra.Command {
 }
 
 func newPluginPush() *cobra.Command {
-	var kubeconfig string
+	var kubeconfig, namespace string
 	cmd := &cobra.Command{
 		Use:   "push MODULE.wasm",
 		Short: "Upload a module to the cluster's module store and print its digest",
@@ -239,7 +239,7 @@ func newPluginPush() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			m, created, err := c.Push(cmd.Context(), b)
+			m, created, err := c.PushIn(cmd.Context(), b, namespace)
 			if err != nil {
 				return err
 			}
@@ -253,6 +253,7 @@ func newPluginPush() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig (default $KUBECONFIG, else "+toolkit.DefaultKubeconfig+")")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace whose WasmPlugins may run the module (empty: cluster plugins only, unless an admin shares it)")
 	return cmd
 }
 

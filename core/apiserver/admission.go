@@ -23,16 +23,20 @@ import (
 // ServiceAccount, DefaultTolerationSeconds, Priority, then the dynamic (WASM) mutators;
 // validating LimitRanger, ServiceAccount, Priority, then the dynamic validators, and
 // ResourceQuota last of all — as kube-apiserver runs it after the webhooks — so that a
-// quota is charged only once every other plugin has admitted the request.
-func builtinAdmission(s *Server, sources []admission.Source) registry.Admission {
+// quota is charged only once every other plugin has admitted the request. wasmplane's
+// own WasmPluginLimits (ceilings for tenants' plugins) and WasmModuleAccess (a tenant
+// runs only modules shared with it) run beside Kubernetes' built-ins.
+func builtinAdmission(s *Server, cfg *Config) registry.Admission {
 	r := registryReader{s: s, liveRanges: &liveLookups{}}
 	sa := &plugins.ServiceAccount{Accounts: r}
 	lr := &plugins.LimitRanger{Ranges: r}
 	pr := &plugins.Priority{Classes: r}
+	pl := &plugins.PluginLimits{Ceilings: cfg.PluginCeilings.WithDefaults(), Plugins: r}
+	ma := &plugins.ModuleAccess{Modules: r, Authorize: userAuthorizer(cfg.Authorizer)}
 	return &admission.Chain{
-		Mutating:   []admission.Mutator{lifecycleMutator{namespaceLifecycle{s}}, lr, sa, plugins.DefaultTolerationSeconds{}, pr},
-		Validating: []admission.Validator{lr, sa, pr},
-		Sources:    sources,
+		Mutating:   []admission.Mutator{lifecycleMutator{namespaceLifecycle{s}}, lr, sa, plugins.DefaultTolerationSeconds{}, pr, pl},
+		Validating: []admission.Validator{lr, sa, pr, pl, ma},
+		Sources:    cfg.AdmissionSources,
 		Final:      []admission.Validator{&plugins.ResourceQuota{Quotas: r}},
 	}
 }

@@ -82,6 +82,9 @@ type initializerRegistry struct {
 // Pending implements registry.Initializers: configurations in name order, each
 // initializer once.
 func (r *initializerRegistry) Pending(ctx context.Context, gvr schema.GroupVersionResource) []string {
+	if admission.IsAdmissionConfiguration(gvr.GroupResource()) {
+		return nil
+	}
 	store := r.s.Store(initializers.SchemeGroupVersion.WithResource("initializerconfigurations").GroupResource())
 	if store == nil {
 		return nil

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/wasmplane/wasmplane/core/admission"
+	"github.com/wasmplane/wasmplane/core/admission/plugins"
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
 	"github.com/wasmplane/wasmplane/core/apiserver/filters"
 	"github.com/wasmplane/wasmplane/core/apiserver/mux"
@@ -60,6 +61,8 @@ type Config struct {
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
 	// AdmissionSources add dynamic admission plugins (WASM) after the built-in ones.
 	AdmissionSources []admission.Source
+	// PluginCeilings cap the limits of namespaced WasmPlugins (zero fields: defaults).
+	PluginCeilings plugins.PluginCeilings
 	// InitializerWaiting hears about objects stored with pending initializers (the WASM
 	// plugin manager runs the initializers it knows); nil = nobody.
 	InitializerWaiting func(gvr schema.GroupVersionResource, namespace, name string)
@@ -181,7 +184,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{codecs: endpoints.NewCodecs(cfg.Scheme), metrics: cfg.Metrics, scheme: cfg.Scheme, newStorage: cfg.Storage,
 		maxBody: cfg.MaxRequestBodyBytes, traceSize: cfg.TraceSize}
 	s.initializers = &initializerRegistry{s: s, waiting: cfg.InitializerWaiting}
-	s.admission = builtinAdmission(s, cfg.AdmissionSources)
+	s.admission = builtinAdmission(s, &cfg)
 	s.cur.Store(s.newSnapshot(nil))
 	if err := s.AddResources(builtins(s, cfg)...); err != nil {
 		return nil, err

@@ -234,10 +234,12 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule([]string{"proxy"}, g(""), "nodes"),
 			rule([]string{"*"}, g(""), "nodes/proxy", "nodes/metrics", "nodes/stats", "nodes/log")),
 		// Uploading a module is how a tenant ships its own plugin: modules are immutable and
-		// content-addressed, so uploading and reading them affects nobody else; deleting
-		// them (cluster-admin only) could. Bind it with a ClusterRoleBinding per tenant.
+		// content-addressed, so uploading affects nobody else; deleting them (cluster-admin
+		// only) could. Uploaders see every module's object (digest, size, the namespaces it
+		// is shared with) but not its bytes (wasmmodules/blob), which would let one tenant
+		// re-upload, and so run, another's module. Bind it with a ClusterRoleBinding per tenant.
 		clusterRole("wasmplane:module-uploader", nil,
-			rule([]string{"create", "get", "list", "watch"}, g(WasmplaneGroup), "wasmmodules", "wasmmodules/blob")),
+			rule([]string{"create", "get", "list", "watch"}, g(WasmplaneGroup), "wasmmodules")),
 		clusterRole("system:service-account-issuer-discovery", nil, urlRule([]string{"get"},
 			"/.well-known/openid-configuration", "/.well-known/openid-configuration/", "/openid/v1/jwks", "/openid/v1/jwks/")),
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -65,16 +66,48 @@ func ResourceOf(name corev1.ResourceName) (schema.GroupResource, bool) {
 	return schema.GroupResource{Group: group, Resource: res}, true
 }
 
+// PluginMemory is the quota resource of the guest memory a namespace's WasmPlugins may
+// hold: each plugin costs its memory per instance times its instances.
+const PluginMemory corev1.ResourceName = "wasmplane.io/plugin-memory"
+
+// WasmPlugins is the group resource of namespaced WASM plugins.
+var WasmPlugins = schema.GroupResource{Group: wasmv1.GroupName, Resource: "wasmplugins"}
+
 // Names returns every quota resource name objects of gr may be charged for.
 func Names(gr schema.GroupResource) sets.Set[corev1.ResourceName] {
 	out := sets.New(CountName(gr))
 	if n, ok := classicNames[gr]; ok {
 		out.Insert(n)
 	}
-	if gr == (schema.GroupResource{Resource: "pods"}) {
+	switch gr {
+	case schema.GroupResource{Resource: "pods"}:
 		out = out.Union(podComputeNames)
+	case WasmPlugins:
+		out.Insert(PluginMemory)
 	}
 	return out
+}
+
+// PluginMemoryOf is what a WasmPlugin costs in PluginMemory.
+func PluginMemoryOf(p *wasmv1.WasmPlugin) resource.Quantity {
+	return *resource.NewQuantity(wasmv1.MemoryBytes(p.Spec.Limits), resource.BinarySI)
+}
+
+// UpdateUsage is what an update of an object of gr adds to its namespace's usage: a
+// WasmPlugin whose limits grow costs the growth in PluginMemory; nothing else changes
+// its cost on update.
+func UpdateUsage(gr schema.GroupResource, old, obj runtime.Object) corev1.ResourceList {
+	op, ok1 := old.(*wasmv1.WasmPlugin)
+	np, ok2 := obj.(*wasmv1.WasmPlugin)
+	if gr != WasmPlugins || !ok1 || !ok2 {
+		return nil
+	}
+	grow := PluginMemoryOf(np)
+	grow.Sub(PluginMemoryOf(op))
+	if grow.Sign() <= 0 {
+		return nil
+	}
+	return corev1.ResourceList{PluginMemory: grow}
 }
 
 // Usage is what one object of gr costs. Every object costs one count/<resource>; a pod
@@ -97,6 +130,9 @@ func Usage(gr schema.GroupResource, obj runtime.Object, now time.Time) corev1.Re
 			}
 		}
 		return out
+	}
+	if p, ok := obj.(*wasmv1.WasmPlugin); ok && gr == WasmPlugins {
+		out[PluginMemory] = PluginMemoryOf(p)
 	}
 	if n, ok := classicNames[gr]; ok {
 		out[n] = *resource.NewQuantity(1, resource.DecimalSI)

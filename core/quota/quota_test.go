@@ -4,11 +4,13 @@ import (
 	"testing"
 	"time"
 
+	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 )
 
@@ -93,5 +95,42 @@ func TestMatchesScopes(t *testing.T) {
 		if got := Matches(tt.q, tt.gr, tt.obj); got != tt.want {
 			t.Errorf("%s: Matches = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestPluginMemory covers what a WasmPlugin costs in wasmplane.io/plugin-memory, on
+// create and on update.
+func TestPluginMemory(t *testing.T) {
+	plugin := func(l *wasmv1.Limits) *wasmv1.WasmPlugin {
+		return &wasmv1.WasmPlugin{Spec: wasmv1.WasmPluginSpec{Limits: l}}
+	}
+	if !Names(WasmPlugins).Has(PluginMemory) || !Names(WasmPlugins).Has("count/wasmplugins.wasmplane.io") {
+		t.Fatalf("names of wasmplugins: %v", sets.List(Names(WasmPlugins)))
+	}
+	tests := []struct {
+		name string
+		l    *wasmv1.Limits
+		want string
+	}{
+		{"server defaults", nil, "8Gi"},
+		{"explicit", &wasmv1.Limits{MemoryPages: 1024, MaxInstances: 4}, "256Mi"},
+		{"instances default", &wasmv1.Limits{MemoryPages: 16}, "64Mi"},
+	}
+	for _, tt := range tests {
+		u := Usage(WasmPlugins, plugin(tt.l), time.Now())
+		got, n := u[PluginMemory], u["count/wasmplugins.wasmplane.io"]
+		if got.Cmp(resource.MustParse(tt.want)) != 0 || n.Value() != 1 {
+			t.Errorf("%s: usage %v, want %s and one count", tt.name, u, tt.want)
+		}
+	}
+	small, big := plugin(&wasmv1.Limits{MemoryPages: 64, MaxInstances: 2}), plugin(&wasmv1.Limits{MemoryPages: 1024, MaxInstances: 4})
+	if g := UpdateUsage(WasmPlugins, small, big)[PluginMemory]; g.Cmp(resource.MustParse("248Mi")) != 0 {
+		t.Errorf("growth %s, want 248Mi", g.String())
+	}
+	if g := UpdateUsage(WasmPlugins, big, small); g != nil {
+		t.Errorf("shrinking charged %v", g)
+	}
+	if g := UpdateUsage(schema.GroupResource{Resource: "configmaps"}, nil, nil); g != nil {
+		t.Errorf("configmap update charged %v", g)
 	}
 }

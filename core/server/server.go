@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/wasmplane/wasmplane/core/admission"
+	admissionplugins "github.com/wasmplane/wasmplane/core/admission/plugins"
 	"github.com/wasmplane/wasmplane/core/api"
 	"github.com/wasmplane/wasmplane/core/apiserver"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
@@ -55,6 +56,9 @@ type Config struct {
 	DisableScheduler bool
 	// InitializerTimeout fails objects whose initializer does not act in time (default 30 s).
 	InitializerTimeout time.Duration
+	// PluginCeilings cap the limits of tenants' (namespaced) WasmPlugins; zero fields take
+	// the defaults, negative ones lift the ceiling.
+	PluginCeilings admissionplugins.PluginCeilings
 	// Logger receives structured logs; nil = slog.Default().
 	Logger *slog.Logger
 	// TLSSANs are extra names and IPs of the serving certificate.
@@ -282,7 +286,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		MaxRequestsInFlight: cfg.MaxRequestsInFlight, MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
 		TokenReviewer:    tokenReviewer(chain),
 		TokenRequest:     &resources.TokenRequestConfig{Issuer: sec.signer, APIAudiences: sec.audiences},
-		AdmissionSources: []admission.Source{plugins}, InitializerWaiting: plugins.Waiting,
+		AdmissionSources: []admission.Source{plugins}, InitializerWaiting: plugins.Waiting, PluginCeilings: cfg.PluginCeilings,
 		// Profiling is on, as with kube-apiserver's --profiling default.
 		ExtraHandlers: map[string]http.Handler{"/debug/pprof/": http.HandlerFunc(pprof.Index),
 			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile), "/debug/pprof/trace": http.HandlerFunc(pprof.Trace)}})

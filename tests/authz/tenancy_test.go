@@ -116,8 +116,8 @@ func TestTenants(t *testing.T) {
 
 	// Each tenant ships its own admission plugin into its own namespace.
 	mod := wasmtest.Go(t, "./examples/plugins/go/require-labels")
-	digest := upload(t, alice, mod)
-	if d := upload(t, bob, mod); d != digest {
+	digest := upload(t, alice, mod, "tenant-a")
+	if d := upload(t, bob, mod, "tenant-b"); d != digest {
 		t.Fatalf("same module, different digests %s %s", d, digest)
 	}
 	for _, u := range []*user{alice, bob} {
@@ -217,13 +217,18 @@ func TestTenants(t *testing.T) {
 	})
 }
 
-func upload(t *testing.T, u *user, wasm []byte) string {
+// upload pushes a module as u, shared with namespace ns ("" for none).
+func upload(t *testing.T, u *user, wasm []byte, ns string) string {
 	t.Helper()
 	hc, err := rest.HTTPClientFor(u.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := hc.Post(u.cfg.Host+"/apis/wasmplane.io/v1alpha1/wasmmodules", "application/wasm", bytes.NewReader(wasm))
+	url := u.cfg.Host + "/apis/wasmplane.io/v1alpha1/wasmmodules"
+	if ns != "" {
+		url += "?namespace=" + ns
+	}
+	resp, err := hc.Post(url, "application/wasm", bytes.NewReader(wasm))
 	if err != nil {
 		t.Fatal(err)
 	}

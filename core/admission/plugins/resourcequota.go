@@ -87,7 +87,20 @@ func (q *ResourceQuota) now() time.Time {
 
 // Validate checks and charges the quotas of the request's namespace.
 func (q *ResourceQuota) Validate(ctx context.Context, a *admission.Attributes) error {
-	if a.Namespace == "" || a.Subresource != "" || a.Operation != admission.Create || a.Object == nil {
+	if a.Namespace == "" || a.Subresource != "" || a.Object == nil {
+		return nil
+	}
+	gr := a.Resource.GroupResource()
+	var usage corev1.ResourceList
+	switch a.Operation {
+	case admission.Create:
+		usage = quota.Usage(gr, a.Object, q.now())
+	case admission.Update:
+		// Only what an update can grow (a WasmPlugin's memory) is charged again.
+		if usage = quota.UpdateUsage(gr, a.OldObject, a.Object); len(usage) == 0 {
+			return nil
+		}
+	default:
 		return nil
 	}
 	quotas, err := q.Quotas.ListQuotas(ctx, a.Namespace, false)
@@ -97,8 +110,6 @@ func (q *ResourceQuota) Validate(ctx context.Context, a *admission.Attributes) e
 	if len(quotas) == 0 {
 		return nil
 	}
-	gr := a.Resource.GroupResource()
-	usage := quota.Usage(gr, a.Object, q.now())
 	unlock := q.lock(a.Namespace)
 	defer unlock()
 	// The cached list may trail; the charge's precondition catches that, and the retry

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -137,6 +138,13 @@ func uploadModule(s *endpoints.Scope, bs *blobs.Store) endpoints.HandlerFunc {
 			s.Create(w, req, r)
 			return
 		}
+		// ?namespace=NS records that NS's WasmPlugins may run the module: sending the
+		// bytes proves the uploader holds them, so it needs no further right.
+		ns := req.URL.Query().Get("namespace")
+		if msgs := validation.IsDNS1123Label(ns); ns != "" && len(msgs) > 0 {
+			s.Codecs.WriteError(w, req, apierrors.NewBadRequest(fmt.Sprintf("namespace %q: %s", ns, strings.Join(msgs, "; "))))
+			return
+		}
 		code := http.StatusCreated
 		s.CustomCode(w, req, func(ctx context.Context, _ func(runtime.Object) error, raw func(int64) ([]byte, error)) (runtime.Object, int, error) {
 			if bs == nil {
@@ -155,10 +163,22 @@ func uploadModule(s *endpoints.Scope, bs *blobs.Store) endpoints.HandlerFunc {
 			}
 			m := &wasmv1.WasmModule{ObjectMeta: metav1.ObjectMeta{Name: ModuleName(digest)},
 				Spec: wasmv1.WasmModuleSpec{Digest: digest, Size: int64(len(data)), Chunks: int32(chunks)}}
+			if ns != "" {
+				wasmv1.ShareModule(m, ns)
+			}
 			out, err := s.Store.Create(ctx, "", m, s.WriteOptionsFor(req, r))
 			if apierrors.IsAlreadyExists(err) {
-				out, err = s.Store.Get(ctx, "", m.Name, nil)
 				code = http.StatusOK
+				out, _, err = s.Store.Update(ctx, "", m.Name, func(_ context.Context, existing runtime.Object) (runtime.Object, error) {
+					if existing == nil {
+						return nil, apierrors.NewNotFound(wasmv1.SchemeGroupVersion.WithResource("wasmmodules").GroupResource(), m.Name)
+					}
+					next := existing.DeepCopyObject().(*wasmv1.WasmModule)
+					if ns == "" || !wasmv1.ShareModule(next, ns) {
+						return existing, nil
+					}
+					return next, nil
+				}, registry.UpdateOptions{WriteOptions: s.WriteOptionsFor(req, r), AllowUnconditional: true})
 			}
 			return out, code, err
 		})

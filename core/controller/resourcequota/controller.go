@@ -7,11 +7,13 @@ package resourcequota
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	"github.com/wasmplane/wasmplane/core/controller/internal/worker"
 	"github.com/wasmplane/wasmplane/core/quota"
 	corev1 "k8s.io/api/core/v1"
@@ -218,6 +220,8 @@ type usageCache struct {
 	pods   []corev1.Pod
 	podsOK bool
 	counts map[schema.GroupResource]int64
+	// memory is the namespace's WasmPlugin memory, once read.
+	memory *resource.Quantity
 }
 
 func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1.ResourceList, error) {
@@ -227,6 +231,17 @@ func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1
 	for name := range q.Spec.Hard {
 		if quota.Names(podsGR).Has(name) {
 			needPods = true
+			continue
+		}
+		if name == quota.PluginMemory {
+			total := resource.MustParse("0")
+			if q.Spec.ScopeSelector == nil && len(q.Spec.Scopes) == 0 {
+				var err error
+				if total, err = u.pluginMemory(ctx); err != nil {
+					return nil, err
+				}
+			}
+			used[name] = total
 			continue
 		}
 		gr, ok := quota.ResourceOf(name)
@@ -305,4 +320,36 @@ func (u *usageCache) count(ctx context.Context, gr schema.GroupResource) (int64,
 	n := int64(len(list.Items))
 	u.counts[gr] = n
 	return n, nil
+}
+
+// wasmPluginsGVR is the served version of quota.WasmPlugins.
+var wasmPluginsGVR = wasmv1.SchemeGroupVersion.WithResource("wasmplugins")
+
+// pluginMemory sums what the namespace's WasmPlugins cost in quota.PluginMemory (zero
+// when the server serves no plugins). Their limits are in the spec, so they are read
+// whole rather than by metadata.
+func (u *usageCache) pluginMemory(ctx context.Context) (resource.Quantity, error) {
+	if u.memory != nil {
+		return *u.memory, nil
+	}
+	total := *resource.NewQuantity(0, resource.BinarySI)
+	raw, err := u.c.client.CoreV1().RESTClient().Get().
+		AbsPath("/apis", wasmPluginsGVR.Group, wasmPluginsGVR.Version, "namespaces", u.ns, wasmPluginsGVR.Resource).DoRaw(ctx)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return total, fmt.Errorf("listing wasmplugins of %s: %w", u.ns, err)
+	default:
+		var list wasmv1.WasmPluginList
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return total, fmt.Errorf("decoding wasmplugins of %s: %w", u.ns, err)
+		}
+		for i := range list.Items {
+			total.Add(quota.PluginMemoryOf(&list.Items[i]))
+		}
+		// Deleted plugins give their memory back at once, not at the next resync.
+		u.c.watch(wasmPluginsGVR)
+	}
+	u.memory = &total
+	return total, nil
 }

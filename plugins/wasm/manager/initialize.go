@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmplane/wasmplane/core/admission"
 	"github.com/wasmplane/wasmplane/core/api/initializers"
 	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
@@ -73,7 +74,10 @@ func (m *Manager) initialize(ctx context.Context, w waitingObject) error {
 		return nil
 	}
 	first := pending[0]
-	e := m.initializerFor(first, w.namespace)
+	var e *entry
+	if !admission.IsAdmissionConfiguration(w.gvr.GroupResource()) {
+		e = m.initializerFor(first, w.namespace)
+	}
 	if e == nil {
 		// An external initializer's turn: fail the object if it does not act in time.
 		m.initQueue.AddAfter(w, m.timeoutLeft(obj, first))

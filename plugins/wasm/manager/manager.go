@@ -21,6 +21,7 @@ import (
 	"github.com/wasmplane/wasmplane/plugins/wasm"
 	wasmadmission "github.com/wasmplane/wasmplane/plugins/wasm/admission"
 	wasmauthn "github.com/wasmplane/wasmplane/plugins/wasm/authenticator"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -170,11 +171,20 @@ func (m *Manager) Acquire(a *admission.Attributes) ([]admission.Mutator, []admis
 
 // matches applies a plugin's scope, rules and selectors to a request.
 func (m *Manager) matches(e *entry, a *admission.Attributes) bool {
+	// No plugin sees the objects that configure admission: otherwise a plugin could make
+	// itself, or the plugins that would correct it, impossible to change or delete.
+	if admission.IsAdmissionConfiguration(a.Resource.GroupResource()) {
+		return false
+	}
 	// A tenant's plugin sees only its own namespace's requests.
 	if e.namespace != "" && a.Namespace != e.namespace {
 		return false
 	}
 	if !rulesMatch(e.spec.Rules, a) {
+		return false
+	}
+	// Nor may it keep the control plane from deleting its namespace or collecting garbage.
+	if e.namespace != "" && (admission.IsCleanup(a) || a.Operation == admission.Delete && m.terminating(a.Namespace)) {
 		return false
 	}
 	if e.objSelect != nil && !e.objSelect.Empty() {
@@ -197,6 +207,17 @@ func (m *Manager) matches(e *entry, a *admission.Attributes) bool {
 		}
 	}
 	return true
+}
+
+// terminating reports whether namespace ns is being deleted: from then on its contents go
+// away whoever asks, so a tenant's plugin no longer sees deletes there (the namespace
+// controller may run with any identity). A namespace not in the cache yet is not.
+func (m *Manager) terminating(ns string) bool {
+	if m.nsLister == nil {
+		return false
+	}
+	n, err := m.nsLister.Get(ns)
+	return err == nil && (n.DeletionTimestamp != nil || n.Status.Phase == corev1.NamespaceTerminating)
 }
 
 func rulesMatch(rules []wasmv1.Rule, a *admission.Attributes) bool {

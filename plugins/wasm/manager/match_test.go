@@ -18,6 +18,7 @@ func TestMatches(t *testing.T) {
 	for _, ns := range []*corev1.Namespace{
 		{ObjectMeta: metav1.ObjectMeta{Name: "prod", Labels: map[string]string{"env": "prod"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "dev", Labels: map[string]string{"env": "dev"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "leaving", DeletionTimestamp: &metav1.Time{}}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}},
 	} {
 		if err := idx.Add(ns); err != nil {
 			t.Fatal(err)
@@ -34,6 +35,11 @@ func TestMatches(t *testing.T) {
 		} else {
 			a.Object = obj
 		}
+		return a
+	}
+	everything := wasmv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*/*"}, Operations: []wasmv1.Operation{"*"}}
+	as := func(user string, a *admission.Attributes) *admission.Attributes {
+		a.User.Name = user
 		return a
 	}
 	podIn := func(ns string) *admission.Attributes { return req("", "pods", "", ns, admission.Create, nil) }
@@ -73,6 +79,20 @@ func TestMatches(t *testing.T) {
 		{name: "object selector matches", objSel: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, a: req("", "pods", "", "prod", admission.Create, map[string]string{"app": "web"}), want: true},
 		{name: "object selector does not match", objSel: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, a: req("", "pods", "", "prod", admission.Create, map[string]string{"app": "db"})},
 		{name: "object selector on delete reads the old object", objSel: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, a: req("", "pods", "", "prod", admission.Delete, map[string]string{"app": "web"}), want: true},
+		{name: "plugins never see WasmPlugins", rules: []wasmv1.Rule{everything}, a: req("wasmplane.io", "wasmplugins", "", "prod", admission.Delete, nil)},
+		{name: "plugins never see WasmPlugin status", rules: []wasmv1.Rule{everything}, a: req("wasmplane.io", "wasmplugins", "status", "prod", admission.Update, nil)},
+		{name: "plugins never see ClusterWasmPlugins", rules: []wasmv1.Rule{everything}, a: req("wasmplane.io", "clusterwasmplugins", "", "", admission.Update, nil)},
+		{name: "plugins never see WasmModules", rules: []wasmv1.Rule{everything}, a: req("wasmplane.io", "wasmmodules", "", "", admission.Create, nil)},
+		{name: "plugins never see InitializerConfigurations", rules: []wasmv1.Rule{everything}, a: req("admissionregistration.k8s.io", "initializerconfigurations", "", "", admission.Create, nil)},
+		{name: "plugins never see webhook configurations", rules: []wasmv1.Rule{everything}, a: req("admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", admission.Delete, nil)},
+		{name: "plugins never see admission policies", rules: []wasmv1.Rule{everything}, a: req("admissionregistration.k8s.io", "mutatingadmissionpolicybindings", "", "", admission.Create, nil)},
+		{name: "tenant plugin and the admin's delete", namespace: "dev", rules: []wasmv1.Rule{everything}, a: as("system:admin", req("", "pods", "", "dev", admission.Delete, nil)), want: true},
+		{name: "tenant plugin and the control plane's delete", namespace: "dev", rules: []wasmv1.Rule{everything}, a: as("system:apiserver", req("", "pods", "", "dev", admission.Delete, nil))},
+		{name: "cluster plugin and the control plane's delete", rules: []wasmv1.Rule{everything}, a: as("system:apiserver", req("", "pods", "", "dev", admission.Delete, nil)), want: true},
+		{name: "tenant plugin and the control plane's create", namespace: "dev", rules: []wasmv1.Rule{everything}, a: as("system:apiserver", podIn("dev")), want: true},
+		{name: "tenant plugin and a delete in its terminating namespace", namespace: "leaving", rules: []wasmv1.Rule{everything}, a: as("system:admin", req("", "pods", "", "leaving", admission.Delete, nil))},
+		{name: "tenant plugin and an update in its terminating namespace", namespace: "leaving", rules: []wasmv1.Rule{everything}, a: as("alice", req("", "pods", "", "leaving", admission.Update, nil)), want: true},
+		{name: "cluster plugin and a delete in a terminating namespace", rules: []wasmv1.Rule{everything}, a: as("system:admin", req("", "pods", "", "leaving", admission.Delete, nil)), want: true},
 		{name: "empty selectors match everything", nsSel: &metav1.LabelSelector{}, objSel: &metav1.LabelSelector{}, a: podIn("dev"), want: true},
 	}
 	for _, tt := range tests {

@@ -93,10 +93,20 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 // Push uploads module bytes to the cluster's module store. created is false when the
 // store already held them (the server answers 200 instead of 201).
 func (c *Client) Push(ctx context.Context, module []byte) (m *wasmv1.WasmModule, created bool, err error) {
+	return c.PushIn(ctx, module, "")
+}
+
+// PushIn is Push recording that namespace's WasmPlugins may run the module (the server
+// lets a namespaced plugin run only modules shared with its namespace); "" records
+// nothing, for cluster plugins.
+func (c *Client) PushIn(ctx context.Context, module []byte, namespace string) (m *wasmv1.WasmModule, created bool, err error) {
 	var code int
 	m = &wasmv1.WasmModule{}
-	err = c.rc.Post().Resource("wasmmodules").SetHeader("Content-Type", ContentTypeWasm).
-		Body(module).Do(ctx).StatusCode(&code).Into(m)
+	req := c.rc.Post().Resource("wasmmodules").SetHeader("Content-Type", ContentTypeWasm)
+	if namespace != "" {
+		req = req.Param("namespace", namespace)
+	}
+	err = req.Body(module).Do(ctx).StatusCode(&code).Into(m)
 	if err != nil {
 		return nil, false, fmt.Errorf("pushing the module: %w", err)
 	}
@@ -142,6 +152,35 @@ func (c *Client) Apply(ctx context.Context, o ApplyOptions) (string, runtime.Obj
 	return action, obj, err
 }
 
+// withServerDefaults fills the limits the caller left unset with the stored ones: the
+// server defaults a namespaced plugin's unset limits into the object, and applying the
+// same flags again must not count as a change.
+func withServerDefaults(want, stored *wasmv1.Limits) *wasmv1.Limits {
+	if stored == nil {
+		return want
+	}
+	out := *stored
+	if want == nil {
+		return &out
+	}
+	if want.MemoryPages != 0 {
+		out.MemoryPages = want.MemoryPages
+	}
+	if want.Timeout != nil {
+		out.Timeout = want.Timeout
+	}
+	if want.MaxInputBytes != 0 {
+		out.MaxInputBytes = want.MaxInputBytes
+	}
+	if want.MaxOutputBytes != 0 {
+		out.MaxOutputBytes = want.MaxOutputBytes
+	}
+	if want.MaxInstances != 0 {
+		out.MaxInstances = want.MaxInstances
+	}
+	return &out
+}
+
 // applyOnce is one read-compare-write round of Apply.
 func (c *Client) applyOnce(ctx context.Context, o ApplyOptions) (string, runtime.Object, error) {
 	resource, kind := "clusterwasmplugins", "ClusterWasmPlugin"
@@ -174,10 +213,12 @@ func (c *Client) applyOnce(ctx context.Context, o ApplyOptions) (string, runtime
 	case err != nil:
 		return "", nil, fmt.Errorf("reading %s: %w", what, err)
 	}
-	if reflect.DeepEqual(*specOf(existing), o.Spec) {
+	want := o.Spec
+	want.Limits = withServerDefaults(o.Spec.Limits, specOf(existing).Limits)
+	if reflect.DeepEqual(*specOf(existing), want) {
 		return "unchanged", existing, nil
 	}
-	*specOf(existing) = o.Spec
+	*specOf(existing) = want
 	existing.GetObjectKind().SetGroupVersionKind(wasmv1.SchemeGroupVersion.WithKind(kind))
 	// The update carries the resourceVersion read above: a concurrent writer makes it
 	// fail with a Conflict instead of being overwritten.
@@ -305,9 +346,9 @@ func ParseRule(s string) (wasmv1.Rule, error) {
 var ErrNoModule = errors.New("give --module FILE or --digest sha256:<hex>")
 
 // ResolveModule returns the digest to pin: it pushes file when given (so the cluster has
-// the bytes; the stored module and whether it was new are returned), or normalizes
-// digest.
-func (c *Client) ResolveModule(ctx context.Context, file, digest string) (string, *wasmv1.WasmModule, bool, error) {
+// the bytes, shared with namespace; the stored module and whether it was new are
+// returned), or normalizes digest.
+func (c *Client) ResolveModule(ctx context.Context, file, digest, namespace string) (string, *wasmv1.WasmModule, bool, error) {
 	switch {
 	case file != "" && digest != "":
 		return "", nil, false, errors.New("give --module or --digest, not both")
@@ -316,7 +357,7 @@ func (c *Client) ResolveModule(ctx context.Context, file, digest string) (string
 		if err != nil {
 			return "", nil, false, fmt.Errorf("reading the module: %w", err)
 		}
-		m, created, err := c.Push(ctx, b)
+		m, created, err := c.PushIn(ctx, b, namespace)
 		if err != nil {
 			return "", nil, false, err
 		}
@@ -365,7 +406,7 @@ func (c *Client) Install(ctx context.Context, o InstallOptions) (*InstallReport,
 	if _, err := BuildSpec(check); err != nil {
 		return nil, err
 	}
-	digest, m, stored, err := c.ResolveModule(ctx, o.ModuleFile, o.Spec.Digest)
+	digest, m, stored, err := c.ResolveModule(ctx, o.ModuleFile, o.Spec.Digest, o.Namespace)
 	if err != nil {
 		return nil, err
 	}

@@ -193,7 +193,7 @@ func TestScaffoldBuildRunInstall(t *testing.T) {
 	t.Run("cluster plugin and invalid spec", func(t *testing.T) {
 		ctx := context.Background()
 		mod := wasmtest.WAT(t, "good")
-		digest, stored, _, err := client.ResolveModule(ctx, writeTemp(t, mod), "")
+		digest, stored, _, err := client.ResolveModule(ctx, writeTemp(t, mod), "", "")
 		if err != nil || stored == nil {
 			t.Fatal(err)
 		}
