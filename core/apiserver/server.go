@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/wasmplane/wasmplane/core/admission"
 	"github.com/wasmplane/wasmplane/core/api/initializers"
+	"github.com/wasmplane/wasmplane/core/apiserver/apply"
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
 	"github.com/wasmplane/wasmplane/core/apiserver/filters"
 	"github.com/wasmplane/wasmplane/core/apiserver/mux"
@@ -36,6 +37,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/version"
 )
 
@@ -224,6 +226,8 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.codecs.WriteError(resp.ResponseWriter, req.Request, err)
 	})
+	// One converter serves every built-in kind (its schema is parsed once).
+	tc := apply.NewTypeConverter(cfg.Scheme)
 	for _, gv := range gvs {
 		g := groupVersion{gv: gv}
 		for _, d := range defs[gv] {
@@ -252,7 +256,11 @@ func New(cfg Config) (*Server, error) {
 				store.Initializers = inits
 			}
 			s.stores[d.Resource.GroupResource()] = store
-			scope := &endpoints.Scope{Store: store, Codecs: s.codecs, MaxRequestBodyBytes: cfg.MaxRequestBodyBytes, Admission: chain}
+			fields, err := fieldManagers(cfg.Scheme, tc, res)
+			if err != nil {
+				return nil, err
+			}
+			scope := &endpoints.Scope{Store: store, Codecs: s.codecs, MaxRequestBodyBytes: cfg.MaxRequestBodyBytes, Admission: chain, Fields: fields}
 			a := &endpoints.APIResource{Scope: scope}
 			if d.Subresources != nil {
 				a.Subresources = d.Subresources(scope)
@@ -496,3 +504,23 @@ func (r *statusRecorder) Flush() {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// fieldManagers builds the managedFields keepers of a resource: its object and, when it
+// has one, its status.
+func fieldManagers(scheme *runtime.Scheme, tc managedfields.TypeConverter, res *registry.Resource) (*apply.Managers, error) {
+	cfg := apply.Config{Scheme: scheme, Kind: res.GroupVersionKind(), TypeConverter: tc, Default: res.Strategy.Default, ResetFields: res.ResetFields}
+	if res.TypeConverter != nil {
+		cfg.TypeConverter = res.TypeConverter
+	}
+	if res.StatusStrategy != nil {
+		cfg.Subresources = []string{apply.Status}
+		if cfg.ResetFields == nil {
+			cfg.ResetFields = apply.StatusResetFields(nil)
+		}
+	}
+	fields, err := apply.NewManagers(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("managed fields of %s: %w", res.GroupResource(), err)
+	}
+	return fields, nil
+}
