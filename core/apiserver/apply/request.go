@@ -1,6 +1,8 @@
 package apply
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -64,17 +67,28 @@ func invalidOptions(kind string, errs field.ErrorList) error {
 }
 
 // DecodePatch reads an apply patch (YAML, which includes JSON) into an unstructured
-// object; anything else is a 400 as in Kubernetes.
-func DecodePatch(body []byte) (*unstructured.Unstructured, error) {
+// object; anything else is a 400 as in Kubernetes. With strict, it also returns the
+// duplicate fields it found (for fieldValidation=Strict|Warn). JSON, which is what
+// client-go and kubectl send, is read in one pass that keeps integers as integers.
+func DecodePatch(body []byte, strict bool) (*unstructured.Unstructured, error, error) {
 	obj := map[string]any{}
-	if err := yaml.Unmarshal(body, &obj); err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
+		strictErrs, err := sigsjson.UnmarshalStrict(body, &obj, sigsjson.DisallowDuplicateFields)
+		if err == nil {
+			if !strict {
+				strictErrs = nil
+			}
+			return &unstructured.Unstructured{Object: obj}, errors.Join(strictErrs...), nil
+		}
+		// Not JSON after all: YAML may still read it (a flow mapping).
+		obj = map[string]any{}
 	}
-	return &unstructured.Unstructured{Object: obj}, nil
-}
-
-// StrictCheck decodes an apply patch strictly (duplicate fields), for
-// fieldValidation=Strict|Warn; nil when it is clean.
-func StrictCheck(body []byte) error {
-	return yaml.UnmarshalStrict(body, &map[string]any{})
+	if err := yaml.Unmarshal(body, &obj); err != nil {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+	}
+	var strictErr error
+	if strict {
+		strictErr = yaml.UnmarshalStrict(body, &map[string]any{})
+	}
+	return &unstructured.Unstructured{Object: obj}, strictErr, nil
 }

@@ -82,7 +82,8 @@ func (s *Scope) applyPatch(w http.ResponseWriter, req *http.Request, r Request, 
 		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", s.resource().GroupResource(), r.Name,
 			"server-side apply is not served for "+s.resource().GroupResource().String(), 0, false)
 	}
-	patch, err := apply.DecodePatch(body)
+	strict := opts.FieldValidation != metav1.FieldValidationIgnore
+	patch, strictErr, err := apply.DecodePatch(body, strict)
 	if err != nil {
 		return nil, err
 	}
@@ -94,13 +95,11 @@ func (s *Scope) applyPatch(w http.ResponseWriter, req *http.Request, r Request, 
 	if err != nil {
 		return nil, err
 	}
-	if opts.FieldValidation != metav1.FieldValidationIgnore {
-		if err := apply.StrictCheck(body); err != nil {
-			if opts.FieldValidation == metav1.FieldValidationStrict {
-				return nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding patch: %v", err))
-			}
-			addWarning(w, err.Error())
+	if strictErr != nil {
+		if opts.FieldValidation == metav1.FieldValidationStrict {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding patch: %v", strictErr))
 		}
+		addWarning(w, strictErr.Error())
 	}
 	// The object a create by apply makes must not carry a uid of its own.
 	if m, err := meta.Accessor(out); err == nil && m.GetUID() != "" && live != nil {
