@@ -101,7 +101,7 @@ func (l *liveLookups) put(ns string, items []corev1.LimitRange, now time.Time) {
 }
 
 func (r registryReader) store(gr schema.GroupResource) (*registry.Store, error) {
-	st := r.s.stores[gr]
+	st := r.s.Store(gr)
 	if st == nil {
 		return nil, fmt.Errorf("resource %s is not served", gr)
 	}
@@ -217,7 +217,7 @@ func (r registryReader) UpdateQuotaStatus(ctx context.Context, q *corev1.Resourc
 // EnsureSystemPriorityClasses creates system-node-critical and system-cluster-critical,
 // as kube-apiserver does on start.
 func (s *Server) EnsureSystemPriorityClasses(ctx context.Context) error {
-	store := s.stores[schedulingv1.Resource("priorityclasses")]
+	store := s.Store(schedulingv1.Resource("priorityclasses"))
 	if store == nil {
 		return nil
 	}

@@ -5,14 +5,11 @@ import (
 	"crypto/sha512"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 
-	restful "github.com/emicklei/go-restful/v3"
 	"github.com/munnerz/goautoneg"
-	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,8 +29,7 @@ const (
 )
 
 // aggregatedDocument is one aggregated discovery document (of /api or of /apis), encoded
-// once per media type when the server is built: the served resources never change while
-// it runs.
+// once per media type each time the served resources change.
 type aggregatedDocument struct {
 	// media are the encodings in Kubernetes' negotiation order (JSON, YAML, protobuf).
 	media []runtime.SerializerInfo
@@ -116,43 +112,42 @@ func (d *aggregatedDocument) serve(w http.ResponseWriter, req *http.Request, inf
 	_, _ = w.Write(d.bodies[info.MediaType])
 }
 
-// withAggregated serves doc to requests that ask for aggregated discovery and hands every
-// other request to legacy.
-func withAggregated(doc *aggregatedDocument, legacy restful.RouteFunction) restful.RouteFunction {
-	return func(req *restful.Request, resp *restful.Response) {
-		if info, ok := doc.negotiate(req.Request.Header.Get("Accept")); ok {
-			doc.serve(resp.ResponseWriter, req.Request, info)
-			return
-		}
-		legacy(req, resp)
+// serveAggregated serves doc to a request that asks for aggregated discovery and
+// reports whether it did; a nil doc serves nothing.
+func serveAggregated(doc *aggregatedDocument, w http.ResponseWriter, req *http.Request) bool {
+	if doc == nil {
+		return false
 	}
+	info, ok := doc.negotiate(req.Header.Get("Accept"))
+	if ok {
+		doc.serve(w, req, info)
+	}
+	return ok
 }
 
 // aggregatedDocuments builds the aggregated documents of /api (the core group) and /apis
 // (every other group, in the order and with the preferred version of the legacy list)
 // from the same APIResourceLists the legacy /api/v1 and /apis/<group>/<version> serve.
-func (s *Server) aggregatedDocuments(groups *metav1.APIGroupList) (api, apis *apidiscoveryv2.APIGroupDiscoveryList, err error) {
-	byGV := map[schema.GroupVersion]groupVersion{}
-	for _, g := range s.groups {
-		byGV[g.gv] = g
-	}
+func aggregatedDocuments(versions map[schema.GroupVersion]*metav1.APIResourceList, groups *metav1.APIGroupList) (api, apis *apidiscoveryv2.APIGroupDiscoveryList, err error) {
 	version := func(gv schema.GroupVersion) (apidiscoveryv2.APIVersionDiscovery, error) {
-		g, ok := byGV[gv]
+		list, ok := versions[gv]
 		if !ok {
 			return apidiscoveryv2.APIVersionDiscovery{}, fmt.Errorf("group version %s is listed but not served", gv)
 		}
-		res, err := aggregatedResources(gv, endpoints.Discovery(gv, g.resources).APIResources)
+		res, err := aggregatedResources(gv, list.APIResources)
 		if err != nil {
 			return apidiscoveryv2.APIVersionDiscovery{}, fmt.Errorf("group version %s: %w", gv, err)
 		}
 		return apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Resources: res, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}, nil
 	}
 	api = &apidiscoveryv2.APIGroupDiscoveryList{}
-	core, err := version(schema.GroupVersion{Version: "v1"})
-	if err != nil {
-		return nil, nil, err
+	if _, ok := versions[schema.GroupVersion{Version: "v1"}]; ok {
+		core, err := version(schema.GroupVersion{Version: "v1"})
+		if err != nil {
+			return nil, nil, err
+		}
+		api.Items = []apidiscoveryv2.APIGroupDiscovery{{Versions: []apidiscoveryv2.APIVersionDiscovery{core}}}
 	}
-	api.Items = []apidiscoveryv2.APIGroupDiscovery{{Versions: []apidiscoveryv2.APIVersionDiscovery{core}}}
 	apis = &apidiscoveryv2.APIGroupDiscoveryList{}
 	for _, lg := range groups.Groups {
 		g := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: lg.Name}}
@@ -228,23 +223,4 @@ func aggregatedResources(gv schema.GroupVersion, list []metav1.APIResource) ([]a
 		out[i].Subresources = append(out[i].Subresources, apidiscoveryv2.APISubresourceDiscovery{Subresource: sub, ResponseKind: kind(r), Verbs: verbs})
 	}
 	return out, nil
-}
-
-// aggregatedRoutes returns the route functions of /api and /apis: aggregated discovery
-// for clients that ask for it, legacy otherwise. If the aggregated documents cannot be
-// built (a bug), the server still runs and serves legacy discovery only.
-func (s *Server) aggregatedRoutes(groups *metav1.APIGroupList, legacyAPI, legacyAPIs restful.RouteFunction) (api, apis restful.RouteFunction) {
-	apiList, apisList, err := s.aggregatedDocuments(groups)
-	var apiDoc, apisDoc *aggregatedDocument
-	if err == nil {
-		apiDoc, err = newAggregatedDocument(apiList)
-	}
-	if err == nil {
-		apisDoc, err = newAggregatedDocument(apisList)
-	}
-	if err != nil {
-		slog.Error("aggregated discovery disabled: serving legacy discovery only", "err", err)
-		return legacyAPI, legacyAPIs
-	}
-	return withAggregated(apiDoc, legacyAPI), withAggregated(apisDoc, legacyAPIs)
 }

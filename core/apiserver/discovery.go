@@ -1,72 +1,112 @@
 package apiserver
 
 import (
+	"log/slog"
 	"net/http"
+	"strings"
 
-	restful "github.com/emicklei/go-restful/v3"
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// discoveryServices returns the web services of /api, /apis and /apis/<group>; each
-// group version's own document is a route of its service (see addVersionDiscovery),
-// because go-restful routes a path to the service with the longest matching root.
-func (s *Server) discoveryServices() []*restful.WebService {
-	legacyAPI := func(req *restful.Request, resp *restful.Response) {
-		s.codecs.WriteNegotiated(resp.ResponseWriter, req.Request, http.StatusOK, &metav1.APIVersions{
-			Versions:                   []string{"v1"},
-			ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: req.Request.Host}},
-		})
+// discovery holds the discovery documents of one set of served resources: the legacy
+// /api, /apis, /apis/GROUP and per-version documents, and the aggregated documents of
+// /api and /apis (nil when they could not be built: legacy discovery only).
+type discovery struct {
+	versions  map[schema.GroupVersion]*metav1.APIResourceList
+	groups    map[string]*metav1.APIGroup
+	groupList *metav1.APIGroupList
+	api, apis *aggregatedDocument
+}
+
+// newDiscovery builds every discovery document of routes.
+func newDiscovery(routes *endpoints.Routes) *discovery {
+	d := &discovery{versions: map[schema.GroupVersion]*metav1.APIResourceList{}, groups: map[string]*metav1.APIGroup{}}
+	for _, gv := range routes.GroupVersions() {
+		d.versions[gv] = endpoints.Discovery(gv, routes.Version(gv).Resources)
 	}
-	list := s.groupList()
-	// Clients of k8s.io v0.26+ ask /api and /apis for aggregated discovery first (see
-	// aggregated.go); the legacy documents stay for everyone else.
-	apiRoute, apisRoute := s.aggregatedRoutes(list, legacyAPI, s.serveStatic(list))
-	api := newService("/api")
-	api.Route(api.GET("/").To(apiRoute))
-	apis := newService("/apis")
-	apis.Route(apis.GET("/").To(apisRoute))
-	out := []*restful.WebService{api, apis}
-	for i := range list.Groups {
-		g := newService("/apis/" + list.Groups[i].Name)
-		g.Route(g.GET("/").To(s.serveStatic(&list.Groups[i])))
-		out = append(out, g)
+	d.groupList = groupList(routes.GroupVersions())
+	for i := range d.groupList.Groups {
+		d.groups[d.groupList.Groups[i].Name] = &d.groupList.Groups[i]
 	}
-	return out
+	apiList, apisList, err := aggregatedDocuments(d.versions, d.groupList)
+	if err == nil {
+		d.api, err = newAggregatedDocument(apiList)
+	}
+	if err == nil {
+		d.apis, err = newAggregatedDocument(apisList)
+	}
+	if err != nil {
+		slog.Error("aggregated discovery disabled: serving legacy discovery only", "err", err)
+		d.api, d.apis = nil, nil
+	}
+	return d
 }
 
-func newService(root string) *restful.WebService {
-	ws := new(restful.WebService)
-	ws.Path(root).Consumes("*/*").Produces("*/*")
-	return ws
-}
-
-func (s *Server) serveStatic(obj runtime.Object) restful.RouteFunction {
-	return func(req *restful.Request, resp *restful.Response) {
-		s.codecs.WriteNegotiated(resp.ResponseWriter, req.Request, http.StatusOK, obj)
+// document returns the server of the discovery document at path, nil when path is not
+// one (or names a group or version that is not served).
+func (d *discovery) document(path string) func(s *Server, w http.ResponseWriter, req *http.Request) {
+	path = strings.TrimSuffix(path, "/")
+	switch path {
+	case "/api":
+		return func(s *Server, w http.ResponseWriter, req *http.Request) {
+			if serveAggregated(d.api, w, req) {
+				return
+			}
+			s.codecs.WriteNegotiated(w, req, http.StatusOK, &metav1.APIVersions{
+				Versions:                   []string{"v1"},
+				ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: req.Host}},
+			})
+		}
+	case "/apis":
+		return func(s *Server, w http.ResponseWriter, req *http.Request) {
+			if serveAggregated(d.apis, w, req) {
+				return
+			}
+			s.codecs.WriteNegotiated(w, req, http.StatusOK, d.groupList)
+		}
+	}
+	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	var obj runtime.Object
+	switch {
+	case len(parts) == 2 && parts[0] == "api":
+		if l := d.versions[schema.GroupVersion{Version: parts[1]}]; l != nil {
+			obj = l
+		}
+	case len(parts) == 2 && parts[0] == "apis":
+		if g := d.groups[parts[1]]; g != nil {
+			obj = g
+		}
+	case len(parts) == 3 && parts[0] == "apis":
+		if l := d.versions[schema.GroupVersion{Group: parts[1], Version: parts[2]}]; l != nil {
+			obj = l
+		}
+	}
+	if obj == nil {
+		return nil
+	}
+	return func(s *Server, w http.ResponseWriter, req *http.Request) {
+		s.codecs.WriteNegotiated(w, req, http.StatusOK, obj)
 	}
 }
 
-// addVersionDiscovery serves a group version's APIResourceList at its root.
-func (s *Server) addVersionDiscovery(ws *restful.WebService, g groupVersion) {
-	ws.Route(ws.GET("/").To(s.serveStatic(endpoints.Discovery(g.gv, g.resources))))
-}
-
-// groupList is the /apis document.
-func (s *Server) groupList() *metav1.APIGroupList {
+// groupList is the /apis document of gvs (sorted): each group with its versions, the
+// first one preferred.
+func groupList(gvs []schema.GroupVersion) *metav1.APIGroupList {
 	out := &metav1.APIGroupList{}
 	index := map[string]int{}
-	for _, g := range s.groups {
-		if g.gv.Group == "" {
+	for _, gv := range gvs {
+		if gv.Group == "" {
 			continue
 		}
-		v := metav1.GroupVersionForDiscovery{GroupVersion: g.gv.String(), Version: g.gv.Version}
-		i, ok := index[g.gv.Group]
+		v := metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: gv.Version}
+		i, ok := index[gv.Group]
 		if !ok {
 			i = len(out.Groups)
-			index[g.gv.Group] = i
-			out.Groups = append(out.Groups, metav1.APIGroup{Name: g.gv.Group, PreferredVersion: v})
+			index[gv.Group] = i
+			out.Groups = append(out.Groups, metav1.APIGroup{Name: gv.Group, PreferredVersion: v})
 		}
 		out.Groups[i].Versions = append(out.Groups[i].Versions, v)
 	}

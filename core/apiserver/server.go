@@ -6,19 +6,19 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	restful "github.com/emicklei/go-restful/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/wasmplane/wasmplane/core/admission"
-	"github.com/wasmplane/wasmplane/core/api/initializers"
 	"github.com/wasmplane/wasmplane/core/apiserver/apply"
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
 	"github.com/wasmplane/wasmplane/core/apiserver/filters"
@@ -31,7 +31,6 @@ import (
 	"github.com/wasmplane/wasmplane/core/storage"
 	"github.com/wasmplane/wasmplane/core/storage/blobs"
 	"github.com/wasmplane/wasmplane/core/trace"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,7 +91,8 @@ func (noRules) RulesFor(context.Context, *authn.User, string) ([]rbacv1.PolicyRu
 	return nil, nil
 }
 
-// Server is a built API server.
+// Server is a built API server. Its resources can be added and removed while it serves
+// (AddResource, RemoveResource): routing, discovery and OpenAPI follow at once.
 type Server struct {
 	// Handler is the full handler chain.
 	Handler http.Handler
@@ -100,9 +100,19 @@ type Server struct {
 	// system:admin. It is only ever served on an explicit loopback --insecure-port.
 	InsecureHandler http.Handler
 	codecs          *endpoints.Codecs
-	stores          map[schema.GroupResource]*registry.Store
-	groups          []groupVersion
 	metrics         *prometheus.Registry
+	scheme          *runtime.Scheme
+	newStorage      StorageFactory
+	maxBody         int64
+	traceSize       int
+	admission       registry.Admission
+	initializers    registry.Initializers
+	// typeConverter gives built-in kinds their merge semantics (parsed once).
+	typeConverter managedfields.TypeConverter
+	// mu serializes changes of the served resources; readers use cur only.
+	mu sync.Mutex
+	// cur is what is served now, replaced whole (copy on write) by each change.
+	cur atomic.Pointer[snapshot]
 	// nsMarked remembers namespaces this server just put in Terminating.
 	nsMarked recentSet
 }
@@ -141,17 +151,12 @@ func (r *recentSet) recent(name string, now time.Time) bool {
 	return ok && now.Sub(t) <= liveLookupTTL
 }
 
-type groupVersion struct {
-	gv        schema.GroupVersion
-	resources []*endpoints.APIResource
-}
-
 // Version is what /version reports: Kubernetes' API level, wasmplane's build.
 func Version() version.Info {
 	return version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2-wasmplane", Platform: "linux/amd64", GoVersion: "go1.26"}
 }
 
-// New builds the server and all its resources.
+// New builds the server with every built-in resource.
 func New(cfg Config) (*Server, error) {
 	if cfg.MaxRequestBodyBytes == 0 {
 		cfg.MaxRequestBodyBytes = endpoints.DefaultMaxRequestBodyBytes
@@ -174,110 +179,18 @@ func New(cfg Config) (*Server, error) {
 	if cfg.RuleResolver == nil {
 		cfg.RuleResolver = noRules{}
 	}
-	s := &Server{codecs: endpoints.NewCodecs(cfg.Scheme), stores: map[schema.GroupResource]*registry.Store{}, metrics: cfg.Metrics}
-	inits := &initializerRegistry{s: s, waiting: cfg.InitializerWaiting}
-	chain := builtinAdmission(s, cfg.AdmissionSources)
-	defs := map[schema.GroupVersion][]resources.Definition{
-		corev1.SchemeGroupVersion: resources.WithKubeletConnection(resources.Core(), resources.KubeletConnection{TLS: cfg.KubeletClientTLS,
-			GetNode: func(ctx context.Context, name string) (*corev1.Node, error) {
-				obj, err := s.stores[corev1.Resource("nodes")].Get(ctx, "", name, nil)
-				if err != nil {
-					return nil, err
-				}
-				return obj.(*corev1.Node), nil
-			}}),
+	s := &Server{codecs: endpoints.NewCodecs(cfg.Scheme), metrics: cfg.Metrics, scheme: cfg.Scheme, newStorage: cfg.Storage,
+		maxBody: cfg.MaxRequestBodyBytes, traceSize: cfg.TraceSize, typeConverter: apply.NewTypeConverter(cfg.Scheme)}
+	s.initializers = &initializerRegistry{s: s, waiting: cfg.InitializerWaiting}
+	s.admission = builtinAdmission(s, cfg.AdmissionSources)
+	s.cur.Store(s.newSnapshot(nil))
+	if err := s.AddResources(builtins(s, cfg)...); err != nil {
+		return nil, err
 	}
-	if cfg.TokenRequest != nil {
-		c := *cfg.TokenRequest
-		c.Lookup = s.Lookup
-		resources.AddTokenRequest(defs[corev1.SchemeGroupVersion], c)
-	}
-	for _, d := range resources.Apps() {
-		defs[d.Resource.GroupVersion] = append(defs[d.Resource.GroupVersion], d)
-	}
-	extra := append(resources.Coordination(), resources.Events()...)
-	extra = append(extra, resources.Wasmplane(cfg.Blobs)...)
-	extra = append(extra, resources.Initializers()...)
-	extra = append(extra, resources.Policy()...)
-	extra = append(extra, resources.RBAC(cfg.Authorizer, cfg.RuleResolver)...)
-	extra = append(extra, resources.Certificates()...)
-	extra = append(extra, resources.SchedulingInputs()...)
-	extra = append(extra, resources.Authorization(cfg.Authorizer, cfg.RuleResolver)...)
-	for _, d := range resources.Authentication(cfg.TokenReviewer) {
-		if d.Resource.Name == "tokenreviews" && cfg.TokenReviewer == nil {
-			continue
-		}
-		extra = append(extra, d)
-	}
-	for _, d := range extra {
-		defs[d.Resource.GroupVersion] = append(defs[d.Resource.GroupVersion], d)
-	}
-	gvs := make([]schema.GroupVersion, 0, len(defs))
-	for gv := range defs {
-		gvs = append(gvs, gv)
-	}
-	sort.Slice(gvs, func(i, j int) bool { return gvs[i].String() < gvs[j].String() })
-	container := restful.NewContainer()
-	container.Router(restful.CurlyRouter{})
-	container.ServiceErrorHandler(func(se restful.ServiceError, req *restful.Request, resp *restful.Response) {
-		err := endpoints.NotFound()
-		if se.Code == http.StatusMethodNotAllowed {
-			err = apierrors.NewMethodNotSupported(schema.GroupResource{}, req.Request.Method)
-		}
-		s.codecs.WriteError(resp.ResponseWriter, req.Request, err)
-	})
-	// One converter serves every built-in kind (its schema is parsed once).
-	tc := apply.NewTypeConverter(cfg.Scheme)
-	for _, gv := range gvs {
-		g := groupVersion{gv: gv}
-		for _, d := range defs[gv] {
-			prefix := "/registry/" + d.Resource.Name
-			if gv.Group != "" && gv.Group != "apps" && gv.Group != "coordination.k8s.io" && gv.Group != "wasmplane.io" && gv.Group != "admissionregistration.k8s.io" {
-				prefix = "/registry/" + gv.Group + "/" + d.Resource.Name
-			}
-			st, err := cfg.Storage(d.Resource, prefix)
-			if err != nil {
-				return nil, fmt.Errorf("storage for %s: %w", d.Resource.GroupResource(), err)
-			}
-			res := d.Resource
-			if res.GroupResource() == corev1.Resource("namespaces") && res.OnDeleteMarked != nil {
-				cp, mark := *res, res.OnDeleteMarked
-				cp.OnDeleteMarked = func(obj runtime.Object) {
-					mark(obj)
-					s.nsMarked.mark(obj.(*corev1.Namespace).Name, time.Now())
-				}
-				res = &cp
-			}
-			store := registry.NewStore(res, st, prefix)
-			if d.Resource.GroupResource() == corev1.Resource("pods") {
-				store.Traces = trace.NewStore(cfg.TraceSize)
-			}
-			if d.Resource.Name != "initializerconfigurations" {
-				store.Initializers = inits
-			}
-			s.stores[d.Resource.GroupResource()] = store
-			fields, err := fieldManagers(cfg.Scheme, tc, res)
-			if err != nil {
-				return nil, err
-			}
-			scope := &endpoints.Scope{Store: store, Codecs: s.codecs, MaxRequestBodyBytes: cfg.MaxRequestBodyBytes, Admission: chain, Fields: fields}
-			a := &endpoints.APIResource{Scope: scope}
-			if d.Subresources != nil {
-				a.Subresources = d.Subresources(scope)
-			}
-			if d.CreateHandler != nil {
-				a.CreateHandler = d.CreateHandler(scope)
-			}
-			g.resources = append(g.resources, a)
-		}
-		s.groups = append(s.groups, g)
-		ws := endpoints.NewWebService(rootOf(gv), g.resources)
-		s.addVersionDiscovery(ws, g)
-		container.Add(ws)
-	}
-	// Discovery documents live in go-restful too, as in Kubernetes.
-	for _, ws := range s.discoveryServices() {
-		container.Add(ws)
+	// The documents are built lazily after each change; the first build is checked here
+	// so that a type the generator cannot describe fails the start, not a client.
+	if _, err := s.cur.Load().openAPI.get(); err != nil {
+		return nil, fmt.Errorf("building OpenAPI documents: %w", err)
 	}
 	notFound := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { s.codecs.WriteError(w, req, endpoints.NotFound()) })
 	paths := mux.NewPathRecorder(notFound)
@@ -289,13 +202,10 @@ func New(cfg Config) (*Server, error) {
 		paths.Handle(p, ok)
 		paths.HandlePrefix(p+"/", ok)
 	}
-	oa, err := openapi.New(cfg.Scheme, s.openAPIResources(), Version().GitVersion)
-	if err != nil {
-		return nil, fmt.Errorf("building OpenAPI documents: %w", err)
-	}
-	paths.Handle("/openapi/v2", oa.V2())
-	paths.Handle("/openapi/v3", oa.V3())
-	paths.HandlePrefix("/openapi/v3/", oa.V3())
+	paths.Handle("/openapi/v2", s.openAPIHandler((*openapi.Service).V2))
+	v3 := s.openAPIHandler((*openapi.Service).V3)
+	paths.Handle("/openapi/v3", v3)
+	paths.HandlePrefix("/openapi/v3/", v3)
 	paths.Handle("/version", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, Version()) }))
 	paths.Handle("/metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
 	for p, h := range cfg.ExtraHandlers {
@@ -308,7 +218,7 @@ func New(cfg Config) (*Server, error) {
 	paths.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, metav1.RootPaths{Paths: append(paths.ListedPaths(), "/api", "/api/v1", "/apis")})
 	}))
-	var h http.Handler = mux.Director{Container: container, NonGoRestful: paths}
+	var h http.Handler = restHandler{s: s, other: paths}
 	h = withRequestMetrics(h, cfg.Metrics)
 	h = filters.WithMaxInFlight(h, cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, s.codecs.WriteError)
 	authorized := filters.WithRequestInfo(filters.WithAuthorization(h, cfg.Authorizer, s.codecs.WriteError))
@@ -317,11 +227,211 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-func rootOf(gv schema.GroupVersion) string {
-	if gv.Group == "" {
-		return "/api/" + gv.Version
+// served is one resource as the server serves it.
+type served struct {
+	def   endpoints.Definition
+	api   *endpoints.APIResource
+	store *registry.Store
+}
+
+// snapshot is everything that depends on the set of served resources. It is never
+// modified once published: a change builds a new one.
+type snapshot struct {
+	// served in the order the resources were added.
+	served []*served
+	byGVR  map[schema.GroupVersionResource]*served
+	byGR   map[schema.GroupResource]*served
+	routes *endpoints.Routes
+	disc   *discovery
+	// openAPI is built on its first request after a change.
+	openAPI *lazyOpenAPI
+}
+
+// lazyOpenAPI builds the OpenAPI documents of a snapshot once, when first asked.
+type lazyOpenAPI struct {
+	once  sync.Once
+	build func() (*openapi.Service, error)
+	svc   *openapi.Service
+	err   error
+}
+
+func (l *lazyOpenAPI) get() (*openapi.Service, error) {
+	l.once.Do(func() { l.svc, l.err = l.build() })
+	return l.svc, l.err
+}
+
+// newSnapshot indexes list and derives its routes, discovery and OpenAPI.
+func (s *Server) newSnapshot(list []*served) *snapshot {
+	snap := &snapshot{served: list, byGVR: map[schema.GroupVersionResource]*served{}, byGR: map[schema.GroupResource]*served{}}
+	apis := make([]*endpoints.APIResource, 0, len(list))
+	for _, sv := range list {
+		res := sv.def.Resource
+		snap.byGVR[res.GroupVersionResource()] = sv
+		if _, ok := snap.byGR[res.GroupResource()]; !ok {
+			snap.byGR[res.GroupResource()] = sv
+		}
+		apis = append(apis, sv.api)
 	}
-	return "/apis/" + gv.Group + "/" + gv.Version
+	snap.routes = endpoints.NewRoutes(s.codecs, apis)
+	snap.disc = newDiscovery(snap.routes)
+	resources := openAPIResources(snap.routes)
+	snap.openAPI = &lazyOpenAPI{build: func() (*openapi.Service, error) { return openapi.New(s.scheme, resources, Version().GitVersion) }}
+	return snap
+}
+
+// AddResource starts serving one resource; see AddResources.
+func (s *Server) AddResource(d endpoints.Definition) error { return s.AddResources(d) }
+
+// AddResources starts serving resources while the server runs: each gets its storage
+// (Config.Storage with the descriptor's StoragePrefix) and its routes, and discovery
+// (legacy and aggregated) and the OpenAPI documents list it from the next request on.
+// A resource whose group, version and plural is already served is refused, and then
+// none of defs is added.
+func (s *Server) AddResources(defs ...endpoints.Definition) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.cur.Load()
+	list := slices.Clone(old.served)
+	seen := map[schema.GroupVersionResource]bool{}
+	for _, d := range defs {
+		if err := checkDefinition(d); err != nil {
+			return err
+		}
+		gvr := d.Resource.GroupVersionResource()
+		if old.byGVR[gvr] != nil || seen[gvr] {
+			return fmt.Errorf("resource %s is already served", gvr)
+		}
+		seen[gvr] = true
+	}
+	var made []storage.Interface
+	for _, d := range defs {
+		sv, err := s.serve(d)
+		if err != nil {
+			for _, st := range made {
+				stopStorage(st)
+			}
+			return err
+		}
+		made = append(made, sv.store.Storage)
+		list = append(list, sv)
+	}
+	s.cur.Store(s.newSnapshot(list))
+	return nil
+}
+
+// RemoveResource stops serving a resource: its routes, discovery entries and OpenAPI
+// paths go at once, and its storage's watches end. Requests already being served
+// finish against the removed store. Its stored objects are left in storage.
+func (s *Server) RemoveResource(gvr schema.GroupVersionResource) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.cur.Load()
+	sv := old.byGVR[gvr]
+	if sv == nil {
+		return fmt.Errorf("resource %s is not served", gvr)
+	}
+	list := slices.DeleteFunc(slices.Clone(old.served), func(x *served) bool { return x == sv })
+	s.cur.Store(s.newSnapshot(list))
+	stopStorage(sv.store.Storage)
+	return nil
+}
+
+// stopStorage ends the watches of a storage that has any (a watch cache).
+func stopStorage(st storage.Interface) {
+	if stopper, ok := st.(interface{ Stop() }); ok {
+		stopper.Stop()
+	}
+}
+
+// checkDefinition refuses a descriptor the generic code cannot serve.
+func checkDefinition(d endpoints.Definition) error {
+	res := d.Resource
+	switch {
+	case res == nil:
+		return errors.New("resource definition without a descriptor")
+	case res.Name == "" || res.Kind == "" || res.GroupVersion.Version == "":
+		return fmt.Errorf("resource %s: name, kind and version are required", res.GroupVersionResource())
+	case res.StoragePrefix == "" || !strings.HasPrefix(res.StoragePrefix, "/"):
+		return fmt.Errorf("resource %s: storage prefix %q must be an absolute key", res.GroupVersionResource(), res.StoragePrefix)
+	case res.NewFunc == nil || res.NewListFunc == nil || res.Strategy == nil:
+		return fmt.Errorf("resource %s: NewFunc, NewListFunc and Strategy are required", res.GroupVersionResource())
+	}
+	return nil
+}
+
+// serve builds the storage, store and handlers of one resource.
+func (s *Server) serve(d endpoints.Definition) (*served, error) {
+	res := d.Resource
+	st, err := s.newStorage(res, res.StoragePrefix)
+	if err != nil {
+		return nil, fmt.Errorf("storage for %s: %w", res.GroupResource(), err)
+	}
+	store := registry.NewStore(res, st, res.StoragePrefix)
+	if res.Traced {
+		store.Traces = trace.NewStore(s.traceSize)
+	}
+	if !res.NoInitializers {
+		store.Initializers = s.initializers
+	}
+	fields, err := fieldManagers(s.scheme, s.typeConverter, res)
+	if err != nil {
+		return nil, err
+	}
+	scope := &endpoints.Scope{Store: store, Codecs: s.codecs, MaxRequestBodyBytes: s.maxBody, Admission: s.admission, Fields: fields}
+	a := &endpoints.APIResource{Scope: scope}
+	if d.Subresources != nil {
+		a.Subresources = d.Subresources(scope)
+	}
+	if d.CreateHandler != nil {
+		a.CreateHandler = d.CreateHandler(scope)
+	}
+	return &served{def: d, api: a, store: store}, nil
+}
+
+// openAPIHandler serves one of the current OpenAPI documents.
+func (s *Server) openAPIHandler(pick func(*openapi.Service) http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		svc, err := s.cur.Load().openAPI.get()
+		if err != nil {
+			s.codecs.WriteError(w, req, apierrors.NewInternalError(fmt.Errorf("building OpenAPI documents: %w", err)))
+			return
+		}
+		pick(svc).ServeHTTP(w, req)
+	})
+}
+
+// restHandler serves /api, /apis and everything below them from the current snapshot;
+// paths it does not serve go to other.
+type restHandler struct {
+	s     *Server
+	other http.Handler
+}
+
+func (h restHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	snap := h.s.cur.Load()
+	path := req.URL.Path
+	if !strings.HasPrefix(path, "/api") {
+		h.other.ServeHTTP(w, req)
+		return
+	}
+	if doc := snap.disc.document(path); doc != nil {
+		if req.Method != http.MethodGet {
+			h.s.codecs.WriteError(w, req, apierrors.NewMethodNotSupported(schema.GroupResource{}, req.Method))
+			return
+		}
+		doc(h.s, w, req)
+		return
+	}
+	gv, rest, ok := endpoints.SplitPath(path)
+	var v *endpoints.VersionRoutes
+	if ok && len(rest) > 0 {
+		v = snap.routes.Version(gv)
+	}
+	if v == nil {
+		h.other.ServeHTTP(w, req)
+		return
+	}
+	v.Serve(w, req, rest)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -330,10 +440,10 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 // openAPIResources describes every served resource for the OpenAPI documents.
-func (s *Server) openAPIResources() []openapi.Resource {
+func openAPIResources(routes *endpoints.Routes) []openapi.Resource {
 	var out []openapi.Resource
-	for _, g := range s.groups {
-		for _, a := range g.resources {
+	for _, gv := range routes.GroupVersions() {
+		for _, a := range routes.Version(gv).Resources {
 			res := a.Scope.Store.Resource
 			r := openapi.Resource{GVK: res.GroupVersionKind(), ListKind: res.ListKind, Plural: res.Name, Namespaced: res.Namespaced, Verbs: res.Verbs}
 			for _, sub := range a.Subresources {
@@ -350,89 +460,23 @@ func (s *Server) openAPIResources() []openapi.Resource {
 	return out
 }
 
-// Store returns the REST store of a resource (for bootstrapping and tests).
-func (s *Server) Store(gr schema.GroupResource) *registry.Store { return s.stores[gr] }
-
-// Groups returns every served group version with its resources.
-func (s *Server) Groups() map[schema.GroupVersion][]*endpoints.APIResource {
-	out := map[schema.GroupVersion][]*endpoints.APIResource{}
-	for _, g := range s.groups {
-		out[g.gv] = g.resources
-	}
-	return out
-}
-
-// namespaceLifecycle is the built-in NamespaceLifecycle admission plugin: no creates in a
-// missing or terminating namespace.
-type namespaceLifecycle struct{ s *Server }
-
-func (namespaceLifecycle) Name() string { return "NamespaceLifecycle" }
-
-func (n namespaceLifecycle) Validate(ctx context.Context, a *admission.Attributes) error {
-	if a.Operation != admission.Create || a.Namespace == "" || a.Subresource != "" || a.Resource.Resource == "namespaces" {
-		return nil
-	}
-	store := n.s.stores[corev1.Resource("namespaces")]
-	nsObj, err := store.Get(ctx, "", a.Namespace, &metav1.GetOptions{ResourceVersion: "0"})
-	if apierrors.IsNotFound(err) {
-		// The cache may lag a namespace created a moment ago; ask etcd before refusing.
-		nsObj, err = store.Get(ctx, "", a.Namespace, nil)
-	}
-	if err == nil && nsObj.(*corev1.Namespace).Status.Phase != corev1.NamespaceTerminating && n.s.nsMarked.recent(a.Namespace, time.Now()) {
-		// Marked Terminating a moment ago: the cache may not show it yet.
-		nsObj, err = store.Get(ctx, "", a.Namespace, nil)
-	}
-	if err != nil {
-		return err
-	}
-	if ns := nsObj.(*corev1.Namespace); ns.Status.Phase == corev1.NamespaceTerminating {
-		return apierrors.NewForbidden(a.Resource.GroupResource(), a.Name,
-			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns.Name))
+// Store returns the REST store of a resource (for bootstrapping and tests), nil when it
+// is not served. A resource served in several versions returns its first added one.
+func (s *Server) Store(gr schema.GroupResource) *registry.Store {
+	if sv := s.cur.Load().byGR[gr]; sv != nil {
+		return sv.store
 	}
 	return nil
 }
 
-// initializerRegistry computes pending initializers from the InitializerConfigurations.
-type initializerRegistry struct {
-	s       *Server
-	waiting func(gvr schema.GroupVersionResource, namespace, name string)
-}
-
-// Pending implements registry.Initializers: configurations in name order, each
-// initializer once.
-func (r *initializerRegistry) Pending(ctx context.Context, gvr schema.GroupVersionResource) []string {
-	store := r.s.stores[initializers.SchemeGroupVersion.WithResource("initializerconfigurations").GroupResource()]
-	if store == nil {
-		return nil
-	}
-	list, err := store.List(ctx, "", &metav1.ListOptions{ResourceVersion: "0"})
-	if err != nil {
-		return nil
-	}
-	items := list.(*initializers.InitializerConfigurationList).Items
-	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
-	var out []string
-	for _, c := range items {
-		for _, in := range c.Initializers {
-			if slices.Contains(out, in.Name) {
-				continue
-			}
-			for _, rule := range in.Rules {
-				if rule.Matches(gvr) {
-					out = append(out, in.Name)
-					break
-				}
-			}
-		}
+// Groups returns every served group version with its resources.
+func (s *Server) Groups() map[schema.GroupVersion][]*endpoints.APIResource {
+	routes := s.cur.Load().routes
+	out := map[schema.GroupVersion][]*endpoints.APIResource{}
+	for _, gv := range routes.GroupVersions() {
+		out[gv] = routes.Version(gv).Resources
 	}
 	return out
-}
-
-// Waiting implements registry.Initializers.
-func (r *initializerRegistry) Waiting(gvr schema.GroupVersionResource, namespace, name string) {
-	if r.waiting != nil {
-		r.waiting(gvr, namespace, name)
-	}
 }
 
 // Lookup reads the current state of one object from the server's storage, for
@@ -448,23 +492,11 @@ func (s *Server) LookupCached(ctx context.Context, gr schema.GroupResource, name
 }
 
 func (s *Server) lookup(ctx context.Context, gr schema.GroupResource, namespace, name, rv string) (runtime.Object, error) {
-	st, ok := s.stores[gr]
-	if !ok {
+	st := s.Store(gr)
+	if st == nil {
 		return nil, fmt.Errorf("no resource %s", gr)
 	}
 	return st.Get(ctx, namespace, name, &metav1.GetOptions{ResourceVersion: rv})
-}
-
-// EnsureSystemNamespaces creates the namespaces Kubernetes always has.
-func (s *Server) EnsureSystemNamespaces(ctx context.Context) error {
-	store := s.stores[corev1.Resource("namespaces")]
-	for _, name := range resources.SystemNamespaces {
-		_, err := store.Create(ctx, "", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, registry.WriteOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating namespace %s: %w", name, err)
-		}
-	}
-	return nil
 }
 
 func withRequestMetrics(h http.Handler, reg *prometheus.Registry) http.Handler {

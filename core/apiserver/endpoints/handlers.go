@@ -268,8 +268,8 @@ func (s *Scope) Update(w http.ResponseWriter, req *http.Request, r Request, stra
 		if err != nil {
 			return nil, 0, err
 		}
-		uopts := registry.UpdateOptions{WriteOptions: wopts, Strategy: strategy, AllowCreate: strategy == nil && s.allowCreateOnUpdate(), AllowUnconditional: true,
-			BeforeWrite: s.keepTimestamps(r)}
+		uopts := s.Store.UpdateOptionsFor(wopts, strategy)
+		uopts.BeforeWrite = s.keepTimestamps(r)
 		var out runtime.Object
 		out, created, err = s.Store.Update(ctx, r.Namespace, r.Name, func(_ context.Context, existing runtime.Object) (runtime.Object, error) {
 			return s.trackUpdate(r, strategy, existing, obj.DeepCopyObject(), manager), nil
@@ -280,14 +280,6 @@ func (s *Scope) Update(w http.ResponseWriter, req *http.Request, r Request, stra
 		}
 		return out, code, err
 	})
-}
-
-func (s *Scope) allowCreateOnUpdate() bool {
-	switch s.resource().Name {
-	case "events", "leases", "configmaps", "secrets":
-		return true
-	}
-	return false
 }
 
 // Delete serves DELETE on one object.

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"slices"
 
-	restful "github.com/emicklei/go-restful/v3"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +34,19 @@ type APIResource struct {
 	CreateHandler HandlerFunc
 }
 
+// Definition is everything a server needs to serve one resource: its descriptor, and the
+// handlers of what is not generic (subresources, a create whose body is not the
+// object). It is what Server.AddResource takes, for built-in and custom resources alike.
+type Definition struct {
+	// Resource is the descriptor: what is stored where and every rule of the generic
+	// create, update and delete.
+	Resource *registry.Resource
+	// Subresources, when set, builds the subresources on the resource's scope.
+	Subresources func(s *Scope) []Subresource
+	// CreateHandler, when set, replaces the generic create.
+	CreateHandler func(s *Scope) HandlerFunc
+}
+
 // StatusSubresource serves get/update/patch of an object's status with strategy.
 func StatusSubresource(s *Scope, strategy registry.Strategy) Subresource {
 	return Subresource{Name: "status", Handlers: map[string]HandlerFunc{
@@ -50,71 +62,6 @@ func (a *APIResource) Verbs() []string {
 		return v
 	}
 	return []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
-}
-
-// NewWebService builds the go-restful web service of one group version.
-func NewWebService(root string, resources []*APIResource) *restful.WebService {
-	ws := new(restful.WebService)
-	ws.Path(root).Consumes("*/*").Produces("*/*")
-	for _, a := range resources {
-		install(ws, a)
-	}
-	return ws
-}
-
-func install(ws *restful.WebService, a *APIResource) {
-	res := a.Scope.resource()
-	// serves reports whether the resource has verb (a create-only review has no others).
-	serves := func(verb string) bool { return res.Verbs == nil || slices.Contains(res.Verbs, verb) }
-	route := func(verb string, rb *restful.RouteBuilder) {
-		if serves(verb) {
-			ws.Route(rb)
-		}
-	}
-	prefixes := []string{"/" + res.Name}
-	if res.Namespaced {
-		prefixes = []string{"/namespaces/{namespace}/" + res.Name}
-		// The all-namespaces list and watch.
-		route("list", ws.GET("/"+res.Name).To(wrap(a.Scope.ListOrWatch)).Operation("list"+res.Kind+"ForAllNamespaces"))
-	}
-	for _, p := range prefixes {
-		route("list", ws.GET(p).To(wrap(a.Scope.ListOrWatch)).Operation("list"+res.Kind))
-		create := a.Scope.Create
-		if a.CreateHandler != nil {
-			create = a.CreateHandler
-		}
-		route("create", ws.POST(p).To(wrap(create)).Operation("create"+res.Kind))
-		route("deletecollection", ws.DELETE(p).To(wrap(a.Scope.DeleteCollection)).Operation("deletecollection"+res.Kind))
-		item := p + "/{name}"
-		route("get", ws.GET(item).To(wrap(a.Scope.Get)).Operation("read"+res.Kind))
-		route("update", ws.PUT(item).To(wrap(func(w http.ResponseWriter, req *http.Request, r Request) { a.Scope.Update(w, req, r, nil) })).Operation("replace"+res.Kind))
-		route("patch", ws.PATCH(item).To(wrap(func(w http.ResponseWriter, req *http.Request, r Request) { a.Scope.Patch(w, req, r, nil) })).Operation("patch"+res.Kind))
-		route("delete", ws.DELETE(item).To(wrap(a.Scope.Delete)).Operation("delete"+res.Kind))
-		for _, sub := range a.Subresources {
-			methods := make([]string, 0, len(sub.Handlers))
-			for m := range sub.Handlers {
-				methods = append(methods, m)
-			}
-			slices.Sort(methods)
-			for _, m := range methods {
-				ws.Route(ws.Method(m).Path(item + "/" + sub.Name).To(wrapSub(sub.Name, sub.Handlers[m])).Operation(m + res.Kind + sub.Name))
-			}
-		}
-	}
-}
-
-func wrap(h HandlerFunc) restful.RouteFunction {
-	return func(req *restful.Request, resp *restful.Response) {
-		r := Request{Namespace: req.PathParameter("namespace"), Name: req.PathParameter("name")}
-		h(resp.ResponseWriter, req.Request, r)
-	}
-}
-
-func wrapSub(name string, h HandlerFunc) restful.RouteFunction {
-	return func(req *restful.Request, resp *restful.Response) {
-		r := Request{Namespace: req.PathParameter("namespace"), Name: req.PathParameter("name"), Subresource: name}
-		h(resp.ResponseWriter, req.Request, r)
-	}
 }
 
 // Discovery returns the APIResourceList entries of a group version's resources.

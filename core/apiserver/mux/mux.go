@@ -1,5 +1,5 @@
-// Package mux holds the seed's director and path recorder: /api and /apis go to the
-// go-restful container; everything else is matched by exact path, then by prefix.
+// Package mux holds the seed's path recorder: the non-REST paths (health, version,
+// metrics, OpenAPI…), matched by exact path, then by prefix.
 package mux
 
 import (
@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-
-	restful "github.com/emicklei/go-restful/v3"
 )
 
 // PathRecorder routes non-REST paths: exact matches first, then the longest prefix.
@@ -77,35 +75,4 @@ func (p *PathRecorder) ListedPaths() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// Director sends requests for registered web services to go-restful and the rest to
-// the path recorder: the seed's director.ServeHTTP.
-type Director struct {
-	// Container holds the REST web services (/api, /apis/...).
-	Container *restful.Container
-	// NonGoRestful serves everything else.
-	NonGoRestful http.Handler
-}
-
-// ServeHTTP implements the seed's director.ServeHTTP.
-func (d Director) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	path := req.URL.Path
-	for _, ws := range d.Container.RegisteredWebServices() {
-		root := ws.RootPath()
-		switch {
-		case root == "/apis":
-			// Only the group list itself: /apis/<group>/... belong to their own services.
-			if path == "/apis" || path == "/apis/" {
-				d.Container.Dispatch(w, req)
-				return
-			}
-		case strings.HasPrefix(path, root):
-			if len(path) == len(root) || path[len(root)] == '/' {
-				d.Container.Dispatch(w, req)
-				return
-			}
-		}
-	}
-	d.NonGoRestful.ServeHTTP(w, req)
 }

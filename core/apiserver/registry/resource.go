@@ -41,7 +41,13 @@ type Printer struct {
 	Row func(obj runtime.Object) []any
 }
 
-// Resource describes one served resource.
+// Resource is the descriptor of one served resource, built-in or custom: the one place
+// that says how the generic server, endpoints and store treat it (as Kubernetes'
+// rest.RESTCreateStrategy and rest.RESTUpdateStrategy, plus the storage options of its
+// registry). Generic code reads only this; it never checks a resource by name.
+//
+// The fields are stable: new ones are only ever added, with a zero value that keeps
+// the behaviour of a descriptor written before them.
 type Resource struct {
 	// GroupVersion the resource is served under.
 	GroupVersion schema.GroupVersion
@@ -77,13 +83,13 @@ type Resource struct {
 	// DeleteNotAllowed lets a resource refuse deletion (e.g. the default namespaces).
 	DeleteNotAllowed func(obj runtime.Object) error
 	// OnDeleteMarked, when set, is called with the object a delete marks with a
-	// deletionTimestamp (namespaces enter Terminating here).
+	// deletionTimestamp, inside the write (namespaces enter Terminating here).
 	OnDeleteMarked func(obj runtime.Object)
 	// Retain, when set, keeps an object whose deletion is otherwise complete (a namespace
 	// whose spec.finalizers are not yet empty).
 	Retain func(obj runtime.Object) bool
 	// ValidateName, when set, replaces the DNS-subdomain check of metadata.name (RBAC
-	// names such as "system:node" are path segments).
+	// names such as "system:node" are path segments, namespaces are DNS labels).
 	ValidateName func(name string, prefix bool) []string
 	// CheckWrite, when set, runs after validation on create (old nil) and update; its error
 	// is returned as is (RBAC's escalation check answers 403 Forbidden).
@@ -99,6 +105,25 @@ type Resource struct {
 	// through that endpoint cannot set and so does not own (Kubernetes' GetResetFields);
 	// nil = status for the object and spec for its status when StatusStrategy is set.
 	ResetFields map[string][]fieldpath.Path
+	// StoragePrefix is the storage key prefix of the objects, e.g. "/registry/pods":
+	// a namespaced object is kept at PREFIX/NAMESPACE/NAME, a cluster-scoped one at
+	// PREFIX/NAME. Kubernetes' layout is "/registry/RESOURCE" for its built-in groups
+	// and "/registry/GROUP/RESOURCE" for custom resources. Required.
+	StoragePrefix string
+	// AllowCreateOnUpdate lets a PUT of a missing object create it (Kubernetes'
+	// AllowCreateOnUpdate: true for events, leases, limit ranges, RBAC, services…).
+	AllowCreateOnUpdate bool
+	// AllowUnconditionalUpdate lets a PUT without metadata.resourceVersion replace the
+	// stored revision whatever it is (Kubernetes' AllowUnconditionalUpdate, true for
+	// nearly every resource); when false such a PUT is refused as invalid. It applies to
+	// the status subresource too.
+	AllowUnconditionalUpdate bool
+	// NoInitializers exempts new objects from pending initializers (the
+	// InitializerConfigurations themselves).
+	NoInitializers bool
+	// Traced keeps the journey of each created object for the trace subresource
+	// (`wasmplane trace`); the server gives the resource's store a trace store.
+	Traced bool
 }
 
 // GroupResource is the resource's group and plural name.
@@ -109,4 +134,9 @@ func (r *Resource) GroupResource() schema.GroupResource {
 // GroupVersionKind is the resource's kind.
 func (r *Resource) GroupVersionKind() schema.GroupVersionKind {
 	return r.GroupVersion.WithKind(r.Kind)
+}
+
+// GroupVersionResource is the resource's group, version and plural name.
+func (r *Resource) GroupVersionResource() schema.GroupVersionResource {
+	return r.GroupVersion.WithResource(r.Name)
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -265,9 +266,6 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 
 func (s *Store) validateMeta(accessor metav1.Object) field.ErrorList {
 	nameFn := apimachineryvalidation.NameIsDNSSubdomain
-	if s.Resource.Name == "namespaces" {
-		nameFn = apimachineryvalidation.ValidateNamespaceName
-	}
 	if s.Resource.ValidateName != nil {
 		nameFn = s.Resource.ValidateName
 	}
@@ -397,6 +395,14 @@ func (s *Store) Watch(ctx context.Context, namespace string, opts *metav1.ListOp
 // the body, for PATCH the patched current object). existing is nil when nothing is stored.
 type UpdatedObjectFunc func(ctx context.Context, existing runtime.Object) (runtime.Object, error)
 
+// UpdateOptionsFor returns the options of an update through the resource's main
+// endpoint (PUT of the object; strategy nil) or through a subresource with strategy:
+// create-on-update and unconditional update as the descriptor allows them.
+func (s *Store) UpdateOptionsFor(w WriteOptions, strategy Strategy) UpdateOptions {
+	return UpdateOptions{WriteOptions: w, Strategy: strategy,
+		AllowCreate: strategy == nil && s.Resource.AllowCreateOnUpdate, AllowUnconditional: s.Resource.AllowUnconditionalUpdate}
+}
+
 // UpdateOptions are the options of an update.
 type UpdateOptions struct {
 	WriteOptions
@@ -469,8 +475,13 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 		newRV := accessor.GetResourceVersion()
 		if newRV == "" {
 			if !opts.AllowUnconditional {
-				return nil, s.invalid(name, field.ErrorList{field.Invalid(field.NewPath("metadata", "resourceVersion"), newRV, "must be specified for an update")})
+				// Kubernetes' message, which names the resource where the kind would be.
+				gk := schema.GroupKind{Group: s.Resource.GroupVersion.Group, Kind: s.Resource.Name}
+				return nil, apierrors.NewInvalid(gk, name, field.ErrorList{field.Invalid(field.NewPath("metadata", "resourceVersion"), 0, "must be specified for an update")})
 			}
+			// An unconditional update replaces whatever is stored: it is validated and
+			// written as an update of the current revision.
+			accessor.SetResourceVersion(existingMeta.GetResourceVersion())
 		} else if newRV != existingMeta.GetResourceVersion() {
 			return nil, apierrors.NewConflict(s.Resource.GroupResource(), name, errors.New(storage.OptimisticLockErrorMsg))
 		}

@@ -32,7 +32,7 @@ func Apps() []Definition {
 	gv := appsv1.SchemeGroupVersion
 	return []Definition{
 		{Resource: &registry.Resource{
-			GroupVersion: gv, Name: "deployments", SingularName: "deployment", Kind: "Deployment", ListKind: "DeploymentList",
+			AllowUnconditionalUpdate: true, GroupVersion: gv, Name: "deployments", SingularName: "deployment", Kind: "Deployment", ListKind: "DeploymentList",
 			ShortNames: []string{"deploy"}, Categories: []string{"all"}, Namespaced: true, TracksGeneration: true,
 			NewFunc:     func() runtime.Object { return &appsv1.Deployment{} },
 			NewListFunc: func() runtime.Object { return &appsv1.DeploymentList{} },
@@ -56,7 +56,7 @@ func Apps() []Definition {
 			return []endpoints.Subresource{endpoints.StatusSubresource(s, statusOnly()), scaleSubresource(s, deploymentScale{})}
 		}},
 		{Resource: &registry.Resource{
-			GroupVersion: gv, Name: "replicasets", SingularName: "replicaset", Kind: "ReplicaSet", ListKind: "ReplicaSetList",
+			AllowUnconditionalUpdate: true, GroupVersion: gv, Name: "replicasets", SingularName: "replicaset", Kind: "ReplicaSet", ListKind: "ReplicaSetList",
 			ShortNames: []string{"rs"}, Categories: []string{"all"}, Namespaced: true, TracksGeneration: true,
 			NewFunc:     func() runtime.Object { return &appsv1.ReplicaSet{} },
 			NewListFunc: func() runtime.Object { return &appsv1.ReplicaSetList{} },
@@ -328,7 +328,7 @@ func replicaSetPrinter() *registry.Printer {
 
 // Coordination returns coordination.k8s.io/v1 resources.
 func Coordination() []Definition {
-	return []Definition{simple(coordinationv1.SchemeGroupVersion, "leases", "lease", "Lease", nil,
+	d := simple(coordinationv1.SchemeGroupVersion, "leases", "lease", "Lease", nil,
 		func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} },
 		&strategy{}, &registry.Printer{
 			Columns: []registry.TableColumn{endpoints.NameColumn, {Name: "Holder", Type: "string", Description: coordinationv1.LeaseSpec{}.SwaggerDoc()["holderIdentity"]}, endpoints.AgeColumn},
@@ -336,7 +336,12 @@ func Coordination() []Definition {
 				l := obj.(*coordinationv1.Lease)
 				return []any{l.Name, ptr.Deref(l.Spec.HolderIdentity, ""), endpoints.Age(l.CreationTimestamp, time.Now())}
 			},
-		})}
+		})
+	// As Kubernetes' lease strategy: a PUT may create a lease, and must name the
+	// revision it replaces (leader election depends on it).
+	d.Resource.AllowCreateOnUpdate = true
+	d.Resource.AllowUnconditionalUpdate = false
+	return []Definition{d}
 }
 
 // Events returns events.k8s.io/v1 resources. They are stored apart from core/v1
@@ -361,5 +366,6 @@ func Events() []Definition {
 			}
 			return errs
 		}, validateOnUpdate: true}, nil)
+	d.Resource.AllowCreateOnUpdate = true
 	return []Definition{d}
 }

@@ -21,8 +21,8 @@ type TokenReviewer func(ctx context.Context, token string, audiences []string) (
 // whoami`) and TokenReview. Both are create-only and never stored.
 func Authentication(review TokenReviewer) []Definition {
 	gv := authenticationv1.SchemeGroupVersion
-	return []Definition{
-		{Resource: &registry.Resource{GroupVersion: gv, Name: "selfsubjectreviews", SingularName: "selfsubjectreview", Kind: "SelfSubjectReview",
+	defs := []Definition{
+		{Resource: &registry.Resource{AllowUnconditionalUpdate: true, GroupVersion: gv, Name: "selfsubjectreviews", SingularName: "selfsubjectreview", Kind: "SelfSubjectReview",
 			ListKind: "SelfSubjectReviewList", Verbs: []string{"create"}, NewFunc: func() runtime.Object { return &authenticationv1.SelfSubjectReview{} },
 			NewListFunc: func() runtime.Object { return &metav1.List{} }, Strategy: &strategy{}},
 			CreateHandler: func(s *endpoints.Scope) endpoints.HandlerFunc {
@@ -42,36 +42,40 @@ func Authentication(review TokenReviewer) []Definition {
 					})
 				}
 			}},
-		{Resource: &registry.Resource{GroupVersion: gv, Name: "tokenreviews", SingularName: "tokenreview", Kind: "TokenReview",
-			ListKind: "TokenReviewList", Verbs: []string{"create"}, NewFunc: func() runtime.Object { return &authenticationv1.TokenReview{} },
-			NewListFunc: func() runtime.Object { return &metav1.List{} }, Strategy: &strategy{}},
-			CreateHandler: func(s *endpoints.Scope) endpoints.HandlerFunc {
-				return func(w http.ResponseWriter, req *http.Request, _ endpoints.Request) {
-					s.Custom(w, req, http.StatusCreated, func(ctx context.Context, body func(into runtime.Object) error) (runtime.Object, error) {
-						in := &authenticationv1.TokenReview{}
-						if err := body(in); err != nil {
-							return nil, err
-						}
-						if in.Spec.Token == "" {
-							return nil, apierrors.NewBadRequest("token is required")
-						}
-						u, auds, ok, err := review(ctx, in.Spec.Token, in.Spec.Audiences)
-						in.CreationTimestamp = metav1.Now()
-						in.Spec.Token = "" // never echo a credential
-						in.Status = authenticationv1.TokenReviewStatus{Authenticated: ok && err == nil}
-						if err != nil {
-							// Kubernetes answers a generic message; the reason is logged by the chain.
-							in.Status.Error = "[invalid bearer token, token lookup failed]"
-						}
-						if in.Status.Authenticated {
-							in.Status.User = userInfo(u)
-							in.Status.Audiences = auds
-						}
-						return in, nil
-					})
-				}
-			}},
 	}
+	if review == nil {
+		// TokenReview is served only with a token authenticator to review against.
+		return defs
+	}
+	return append(defs, Definition{Resource: &registry.Resource{AllowUnconditionalUpdate: true, GroupVersion: gv, Name: "tokenreviews", SingularName: "tokenreview", Kind: "TokenReview",
+		ListKind: "TokenReviewList", Verbs: []string{"create"}, NewFunc: func() runtime.Object { return &authenticationv1.TokenReview{} },
+		NewListFunc: func() runtime.Object { return &metav1.List{} }, Strategy: &strategy{}},
+		CreateHandler: func(s *endpoints.Scope) endpoints.HandlerFunc {
+			return func(w http.ResponseWriter, req *http.Request, _ endpoints.Request) {
+				s.Custom(w, req, http.StatusCreated, func(ctx context.Context, body func(into runtime.Object) error) (runtime.Object, error) {
+					in := &authenticationv1.TokenReview{}
+					if err := body(in); err != nil {
+						return nil, err
+					}
+					if in.Spec.Token == "" {
+						return nil, apierrors.NewBadRequest("token is required")
+					}
+					u, auds, ok, err := review(ctx, in.Spec.Token, in.Spec.Audiences)
+					in.CreationTimestamp = metav1.Now()
+					in.Spec.Token = "" // never echo a credential
+					in.Status = authenticationv1.TokenReviewStatus{Authenticated: ok && err == nil}
+					if err != nil {
+						// Kubernetes answers a generic message; the reason is logged by the chain.
+						in.Status.Error = "[invalid bearer token, token lookup failed]"
+					}
+					if in.Status.Authenticated {
+						in.Status.User = userInfo(u)
+						in.Status.Audiences = auds
+					}
+					return in, nil
+				})
+			}
+		}})
 }
 
 type constErr string

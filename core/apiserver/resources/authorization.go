@@ -27,7 +27,7 @@ func Authorization(a authz.Authorizer, r authz.RuleResolver) []Definition {
 	review := func(name, kind string, namespaced bool, newFn func() runtime.Object, answer func(ctx context.Context, namespace string, obj runtime.Object) error) Definition {
 		return Definition{
 			Resource: &registry.Resource{
-				GroupVersion: gv, Name: name, SingularName: name[:len(name)-1], Kind: kind, ListKind: kind + "List",
+				AllowUnconditionalUpdate: true, GroupVersion: gv, Name: name, SingularName: name[:len(name)-1], Kind: kind, ListKind: kind + "List",
 				Namespaced: namespaced, NewFunc: newFn,
 				// Nothing is ever stored; an empty generic list satisfies storage set-up.
 				NewListFunc: func() runtime.Object { return &metav1.List{} },

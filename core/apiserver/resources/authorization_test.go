@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	restful "github.com/emicklei/go-restful/v3"
 	"github.com/wasmplane/wasmplane/core/api"
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
 	"github.com/wasmplane/wasmplane/core/apiserver/filters"
@@ -99,11 +98,12 @@ func policy(t *testing.T) (authz.Authorizer, *authz.RBAC) {
 }
 
 // serve builds the handler chain the API server uses (authentication, request info,
-// authorization) in front of go-restful services of defs; newStorage nil = no storage.
+// authorization) in front of the routes of defs; newStorage nil = no storage.
 func serve(t *testing.T, a authz.Authorizer, defs []resources.Definition, newStorage func(res *registry.Resource, prefix string) storage.Interface) (*httptest.Server, map[schema.GroupVersion][]*endpoints.APIResource) {
 	t.Helper()
 	codecs := endpoints.NewCodecs(api.MustScheme())
 	byGV := map[schema.GroupVersion][]*endpoints.APIResource{}
+	var all []*endpoints.APIResource
 	for _, d := range defs {
 		prefix := "/registry/" + d.Resource.GroupVersion.Group + "/" + d.Resource.Name
 		var st storage.Interface
@@ -116,13 +116,9 @@ func serve(t *testing.T, a authz.Authorizer, defs []resources.Definition, newSto
 			ar.CreateHandler = d.CreateHandler(scope)
 		}
 		byGV[d.Resource.GroupVersion] = append(byGV[d.Resource.GroupVersion], ar)
+		all = append(all, ar)
 	}
-	container := restful.NewContainer()
-	container.Router(restful.CurlyRouter{})
-	for gv, rs := range byGV {
-		container.Add(endpoints.NewWebService("/apis/"+gv.Group+"/"+gv.Version, rs))
-	}
-	h := filters.WithAuthorization(container, a, codecs.WriteError)
+	h := filters.WithAuthorization(endpoints.NewRoutes(codecs, all), a, codecs.WriteError)
 	h = filters.WithRequestInfo(h)
 	h = filters.WithAuthentication(h, headerAuthenticator{}, codecs.WriteError)
 	srv := httptest.NewServer(h)

@@ -42,7 +42,7 @@ func Certificates() []Definition {
 	gv := certificatesv1.SchemeGroupVersion
 	return []Definition{{
 		Resource: &registry.Resource{
-			GroupVersion: gv, Name: "certificatesigningrequests", SingularName: "certificatesigningrequest",
+			AllowUnconditionalUpdate: true, GroupVersion: gv, Name: "certificatesigningrequests", SingularName: "certificatesigningrequest",
 			Kind: "CertificateSigningRequest", ListKind: "CertificateSigningRequestList", ShortNames: []string{"csr"},
 			NewFunc:     func() runtime.Object { return &certificatesv1.CertificateSigningRequest{} },
 			NewListFunc: func() runtime.Object { return &certificatesv1.CertificateSigningRequestList{} },

@@ -22,14 +22,7 @@ import (
 )
 
 // Definition is one resource and how to build its subresources.
-type Definition struct {
-	// Resource is what is served.
-	Resource *registry.Resource
-	// Subresources builds the subresources on the resource's scope.
-	Subresources func(s *endpoints.Scope) []endpoints.Subresource
-	// CreateHandler, when set, replaces the generic create.
-	CreateHandler func(s *endpoints.Scope) endpoints.HandlerFunc
-}
+type Definition = endpoints.Definition
 
 func labelsSet(m map[string]string) labels.Set { return labels.Set(m) }
 
@@ -41,10 +34,11 @@ func Core() []Definition {
 	gv := corev1.SchemeGroupVersion
 	return []Definition{
 		{Resource: &registry.Resource{
-			GroupVersion: gv, Name: "namespaces", SingularName: "namespace", Kind: "Namespace", ListKind: "NamespaceList",
+			AllowUnconditionalUpdate: true, GroupVersion: gv, Name: "namespaces", SingularName: "namespace", Kind: "Namespace", ListKind: "NamespaceList",
 			ShortNames: []string{"ns"}, NewFunc: func() runtime.Object { return &corev1.Namespace{} },
-			NewListFunc: func() runtime.Object { return &corev1.NamespaceList{} },
-			Strategy:    namespaceStrategy(), StatusStrategy: statusOnly(),
+			ValidateName: apimachineryvalidation.ValidateNamespaceName,
+			NewListFunc:  func() runtime.Object { return &corev1.NamespaceList{} },
+			Strategy:     namespaceStrategy(), StatusStrategy: statusOnly(),
 			GetAttrs: func(obj runtime.Object) (labels.Set, fields.Set, error) {
 				ns := obj.(*corev1.Namespace)
 				return labels.Set(ns.Labels), fields.Set{"metadata.name": ns.Name, "status.phase": string(ns.Status.Phase)}, nil
@@ -71,7 +65,7 @@ func Core() []Definition {
 		}},
 		{Resource: podResource(), Subresources: podSubresources},
 		{Resource: &registry.Resource{
-			GroupVersion: gv, Name: "nodes", SingularName: "node", Kind: "Node", ListKind: "NodeList",
+			AllowUnconditionalUpdate: true, GroupVersion: gv, Name: "nodes", SingularName: "node", Kind: "Node", ListKind: "NodeList",
 			ShortNames: []string{"no"}, NewFunc: func() runtime.Object { return &corev1.Node{} },
 			NewListFunc: func() runtime.Object { return &corev1.NodeList{} },
 			Strategy: &strategy{
@@ -125,7 +119,7 @@ func statusSub(s *endpoints.Scope) []endpoints.Subresource {
 // simple defines a namespaced resource with no subresources.
 func simple(gv schema.GroupVersion, name, singular, kind string, short []string, newFn, newList func() runtime.Object, st registry.Strategy, p *registry.Printer) Definition {
 	return Definition{Resource: &registry.Resource{
-		GroupVersion: gv, Name: name, SingularName: singular, Kind: kind, ListKind: kind + "List",
+		AllowUnconditionalUpdate: true, GroupVersion: gv, Name: name, SingularName: singular, Kind: kind, ListKind: kind + "List",
 		ShortNames: short, Namespaced: true, NewFunc: newFn, NewListFunc: newList, Strategy: st, Printer: p,
 	}}
 }
@@ -273,7 +267,7 @@ func secretStrategy() registry.Strategy {
 
 func coreEvents() Definition {
 	return Definition{Resource: &registry.Resource{
-		GroupVersion: corev1.SchemeGroupVersion, Name: "events", SingularName: "event", Kind: "Event", ListKind: "EventList",
+		AllowUnconditionalUpdate: true, AllowCreateOnUpdate: true, GroupVersion: corev1.SchemeGroupVersion, Name: "events", SingularName: "event", Kind: "Event", ListKind: "EventList",
 		ShortNames: []string{"ev"}, Namespaced: true,
 		NewFunc:     func() runtime.Object { return &corev1.Event{} },
 		NewListFunc: func() runtime.Object { return &corev1.EventList{} },

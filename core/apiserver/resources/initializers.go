@@ -17,7 +17,7 @@ import (
 // resource of the seed.
 func Initializers() []Definition {
 	return []Definition{{Resource: &registry.Resource{
-		GroupVersion: initializers.SchemeGroupVersion, Name: "initializerconfigurations", SingularName: "initializerconfiguration",
+		AllowUnconditionalUpdate: true, NoInitializers: true, GroupVersion: initializers.SchemeGroupVersion, Name: "initializerconfigurations", SingularName: "initializerconfiguration",
 		Kind: "InitializerConfiguration", ListKind: "InitializerConfigurationList",
 		NewFunc:     func() runtime.Object { return &initializers.InitializerConfiguration{} },
 		NewListFunc: func() runtime.Object { return &initializers.InitializerConfigurationList{} },

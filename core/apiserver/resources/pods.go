@@ -23,7 +23,7 @@ import (
 
 func podResource() *registry.Resource {
 	return &registry.Resource{
-		GroupVersion: corev1.SchemeGroupVersion, Name: "pods", SingularName: "pod", Kind: "Pod", ListKind: "PodList",
+		AllowUnconditionalUpdate: true, Traced: true, GroupVersion: corev1.SchemeGroupVersion, Name: "pods", SingularName: "pod", Kind: "Pod", ListKind: "PodList",
 		ShortNames: []string{"po"}, Categories: []string{"all"}, Namespaced: true,
 		NewFunc:     func() runtime.Object { return &corev1.Pod{} },
 		NewListFunc: func() runtime.Object { return &corev1.PodList{} },

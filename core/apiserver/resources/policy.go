@@ -49,7 +49,7 @@ func Policy() []Definition {
 
 func priorityClasses() Definition {
 	return Definition{Resource: &registry.Resource{
-		GroupVersion: schedulingv1.SchemeGroupVersion, Name: "priorityclasses", SingularName: "priorityclass",
+		AllowUnconditionalUpdate: true, GroupVersion: schedulingv1.SchemeGroupVersion, Name: "priorityclasses", SingularName: "priorityclass",
 		Kind: "PriorityClass", ListKind: "PriorityClassList", ShortNames: []string{"pc"},
 		NewFunc:     func() runtime.Object { return &schedulingv1.PriorityClass{} },
 		NewListFunc: func() runtime.Object { return &schedulingv1.PriorityClassList{} },
@@ -156,6 +156,8 @@ func limitRanges() Definition {
 				return []any{lr.Name, lr.CreationTimestamp.UTC().Format(time.RFC3339)}
 			},
 		})
+	// Kubernetes' limitrange strategy lets a PUT create one.
+	d.Resource.AllowCreateOnUpdate = true
 	return d
 }
 

@@ -109,7 +109,7 @@ func RBAC(a authz.Authorizer, r authz.RuleResolver) []Definition {
 	}
 	return []Definition{
 		{Resource: &registry.Resource{
-			GroupVersion: gv, Name: "roles", SingularName: "role", Kind: "Role", ListKind: "RoleList", Namespaced: true,
+			AllowUnconditionalUpdate: true, AllowCreateOnUpdate: true, GroupVersion: gv, Name: "roles", SingularName: "role", Kind: "Role", ListKind: "RoleList", Namespaced: true,
 			NewFunc: func() runtime.Object { return &rbacv1.Role{} }, NewListFunc: func() runtime.Object { return &rbacv1.RoleList{} },
 			Strategy: &strategy{validate: func(obj runtime.Object) field.ErrorList {
 				return validateRules(obj.(*rbacv1.Role).Rules, true, field.NewPath("rules"))
@@ -117,7 +117,7 @@ func RBAC(a authz.Authorizer, r authz.RuleResolver) []Definition {
 			ValidateName: validateRBACName, CheckWrite: roleCheck("roles"), Printer: rolePrinter,
 		}},
 		{Resource: &registry.Resource{
-			GroupVersion: gv, Name: "rolebindings", SingularName: "rolebinding", Kind: "RoleBinding", ListKind: "RoleBindingList", Namespaced: true,
+			AllowUnconditionalUpdate: true, AllowCreateOnUpdate: true, GroupVersion: gv, Name: "rolebindings", SingularName: "rolebinding", Kind: "RoleBinding", ListKind: "RoleBindingList", Namespaced: true,
 			NewFunc: func() runtime.Object { return &rbacv1.RoleBinding{} }, NewListFunc: func() runtime.Object { return &rbacv1.RoleBindingList{} },
 			Strategy: &strategy{
 				defaults: func(obj runtime.Object) {
@@ -136,7 +136,7 @@ func RBAC(a authz.Authorizer, r authz.RuleResolver) []Definition {
 			ValidateName: validateRBACName, CheckWrite: bindingCheck("rolebindings"), Printer: bindingPrinter("roleBinding"),
 		}},
 		{Resource: &registry.Resource{
-			GroupVersion: gv, Name: "clusterroles", SingularName: "clusterrole", Kind: "ClusterRole", ListKind: "ClusterRoleList",
+			AllowUnconditionalUpdate: true, AllowCreateOnUpdate: true, GroupVersion: gv, Name: "clusterroles", SingularName: "clusterrole", Kind: "ClusterRole", ListKind: "ClusterRoleList",
 			NewFunc: func() runtime.Object { return &rbacv1.ClusterRole{} }, NewListFunc: func() runtime.Object { return &rbacv1.ClusterRoleList{} },
 			Strategy: &strategy{validate: func(obj runtime.Object) field.ErrorList {
 				cr := obj.(*rbacv1.ClusterRole)
@@ -156,7 +156,7 @@ func RBAC(a authz.Authorizer, r authz.RuleResolver) []Definition {
 			ValidateName: validateRBACName, CheckWrite: roleCheck("clusterroles"), Printer: rolePrinter,
 		}},
 		{Resource: &registry.Resource{
-			GroupVersion: gv, Name: "clusterrolebindings", SingularName: "clusterrolebinding", Kind: "ClusterRoleBinding", ListKind: "ClusterRoleBindingList",
+			AllowUnconditionalUpdate: true, AllowCreateOnUpdate: true, GroupVersion: gv, Name: "clusterrolebindings", SingularName: "clusterrolebinding", Kind: "ClusterRoleBinding", ListKind: "ClusterRoleBindingList",
 			NewFunc: func() runtime.Object { return &rbacv1.ClusterRoleBinding{} }, NewListFunc: func() runtime.Object { return &rbacv1.ClusterRoleBindingList{} },
 			Strategy: &strategy{
 				defaults: func(obj runtime.Object) {

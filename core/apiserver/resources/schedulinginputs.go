@@ -45,7 +45,7 @@ func SchedulingInputs() []Definition {
 					return apimachineryvalidation.ValidateImmutableField(s.Spec.ClusterIP, o.Spec.ClusterIP, field.NewPath("spec", "clusterIP"))
 				},
 				validateOnUpdate: true,
-			}, inCategory("all")),
+			}, inCategory("all"), createOnUpdate),
 		stored(core, "replicationcontrollers", "ReplicationController", []string{"rc"}, true, true,
 			func() runtime.Object { return &corev1.ReplicationController{} },
 			func() runtime.Object { return &corev1.ReplicationControllerList{} }, &strategy{
@@ -290,7 +290,7 @@ func SchedulingInputs() []Definition {
 				},
 				validate:         func(obj runtime.Object) field.ErrorList { return validatePDB(obj.(*policyv1.PodDisruptionBudget)) },
 				validateOnUpdate: true,
-			}),
+			}, conditionalUpdateOnly),
 		stored(dra, "resourceclaims", "ResourceClaim", nil, true, true, func() runtime.Object { return &resourcev1.ResourceClaim{} },
 			func() runtime.Object { return &resourcev1.ResourceClaimList{} }, &strategy{
 				prepareCreate: func(obj runtime.Object) { obj.(*resourcev1.ResourceClaim).Status = resourcev1.ResourceClaimStatus{} },
@@ -396,12 +396,19 @@ func sliceFields(r *registry.Resource) {
 	}
 }
 
+// createOnUpdate lets a PUT create the object (Kubernetes' AllowCreateOnUpdate).
+func createOnUpdate(r *registry.Resource) { r.AllowCreateOnUpdate = true }
+
+// conditionalUpdateOnly refuses a PUT without metadata.resourceVersion, as Kubernetes'
+// strategies that return false from AllowUnconditionalUpdate do.
+func conditionalUpdateOnly(r *registry.Resource) { r.AllowUnconditionalUpdate = false }
+
 // stored defines a plainly stored resource with default Table columns, and a status
 // subresource (and metadata.generation tracking) when withStatus.
 func stored(gv schema.GroupVersion, name, kind string, short []string, namespaced, withStatus bool, newFn, newList func() runtime.Object,
 	st registry.Strategy, opts ...func(*registry.Resource)) Definition {
 	r := &registry.Resource{
-		GroupVersion: gv, Name: name, SingularName: strings.ToLower(kind), Kind: kind, ListKind: kind + "List",
+		AllowUnconditionalUpdate: true, GroupVersion: gv, Name: name, SingularName: strings.ToLower(kind), Kind: kind, ListKind: kind + "List",
 		ShortNames: short, Namespaced: namespaced, NewFunc: newFn, NewListFunc: newList, Strategy: st,
 		TracksGeneration: withStatus,
 	}

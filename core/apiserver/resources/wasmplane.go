@@ -61,7 +61,7 @@ func Wasmplane(bs *blobs.Store) []Definition {
 	}
 	return []Definition{
 		{Resource: &registry.Resource{
-			GroupVersion: gv, Name: "wasmplugins", SingularName: "wasmplugin", Kind: "WasmPlugin", ListKind: "WasmPluginList",
+			AllowUnconditionalUpdate: true, GroupVersion: gv, Name: "wasmplugins", SingularName: "wasmplugin", Kind: "WasmPlugin", ListKind: "WasmPluginList",
 			ShortNames: []string{"wp"}, Namespaced: true, TracksGeneration: true,
 			NewFunc:     func() runtime.Object { return &wasmv1.WasmPlugin{} },
 			NewListFunc: func() runtime.Object { return &wasmv1.WasmPluginList{} },
@@ -77,7 +77,7 @@ func Wasmplane(bs *blobs.Store) []Definition {
 			Printer:        &nsPrinter,
 		}, Subresources: statusSub},
 		{Resource: &registry.Resource{
-			GroupVersion: gv, Name: "clusterwasmplugins", SingularName: "clusterwasmplugin", Kind: "ClusterWasmPlugin", ListKind: "ClusterWasmPluginList",
+			AllowUnconditionalUpdate: true, GroupVersion: gv, Name: "clusterwasmplugins", SingularName: "clusterwasmplugin", Kind: "ClusterWasmPlugin", ListKind: "ClusterWasmPluginList",
 			ShortNames: []string{"cwp"}, TracksGeneration: true,
 			NewFunc:     func() runtime.Object { return &wasmv1.ClusterWasmPlugin{} },
 			NewListFunc: func() runtime.Object { return &wasmv1.ClusterWasmPluginList{} },
@@ -95,7 +95,7 @@ func Wasmplane(bs *blobs.Store) []Definition {
 			Printer:        &clusterPrinter,
 		}, Subresources: statusSub},
 		{Resource: &registry.Resource{
-			GroupVersion: gv, Name: "wasmmodules", SingularName: "wasmmodule", Kind: "WasmModule", ListKind: "WasmModuleList",
+			AllowUnconditionalUpdate: true, GroupVersion: gv, Name: "wasmmodules", SingularName: "wasmmodule", Kind: "WasmModule", ListKind: "WasmModuleList",
 			NewFunc:     func() runtime.Object { return &wasmv1.WasmModule{} },
 			NewListFunc: func() runtime.Object { return &wasmv1.WasmModuleList{} },
 			Strategy: &strategy{validateUpdate: func(obj, old runtime.Object) field.ErrorList {
