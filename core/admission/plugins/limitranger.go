@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/wasmplane/wasmplane/core/admission"
-	"github.com/wasmplane/wasmplane/core/admission/plugins/quota"
+	"github.com/wasmplane/wasmplane/core/quota"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"

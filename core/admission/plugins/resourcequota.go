@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/admission"
-	"github.com/wasmplane/wasmplane/core/admission/plugins/quota"
+	"github.com/wasmplane/wasmplane/core/quota"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wasmplane/wasmplane/core/admission/plugins/quota"
 	"github.com/wasmplane/wasmplane/core/controller/internal/worker"
+	"github.com/wasmplane/wasmplane/core/quota"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"

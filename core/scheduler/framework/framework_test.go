@@ -267,3 +267,41 @@ func TestParallelizer(t *testing.T) {
 		}
 	}
 }
+
+// TestPluginLookupEveryPoint: PluginSet.Plugin finds a plugin whichever extension points
+// it is configured at, and finds extensions too.
+func TestPluginLookupEveryPoint(t *testing.T) {
+	perm := &fakePermit{d: time.Minute}
+	score := &fakeScore{name: "FakeScore"}
+	fw := newFW(t, map[string]framework.Plugin{"FakePermit": perm, "FakeScore": score}, &framework.Plugins{
+		Permit: framework.PluginList{Enabled: []framework.PluginRef{{Name: "FakePermit"}}},
+		Score:  framework.PluginList{Enabled: []framework.PluginRef{{Name: "FakeScore", Weight: 1}}},
+	})
+	ext := &fakeFilter{name: "Tenant"}
+	if err := fw.SetExtension(framework.Extension{Plugin: ext, Namespace: "team-a"}); err != nil {
+		t.Fatal(err)
+	}
+	ps := fw.Plugins()
+	for _, tc := range []struct {
+		name string
+		want framework.Plugin
+	}{
+		{"FakePermit", perm}, // permit only: the old lookup missed it
+		{"FakeScore", score},
+		{"Tenant", ext},
+		{"PrioritySort", nil}, // checked by name below: the instance is made by its factory
+		{"Missing", nil},
+	} {
+		got := ps.Plugin(tc.name)
+		switch tc.name {
+		case "PrioritySort":
+			if got == nil || got.Name() != "PrioritySort" {
+				t.Errorf("Plugin(%q) = %v, want the queue sort plugin", tc.name, got)
+			}
+		default:
+			if got != tc.want {
+				t.Errorf("Plugin(%q) = %v, want %v", tc.name, got, tc.want)
+			}
+		}
+	}
+}

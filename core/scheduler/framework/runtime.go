@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -87,7 +88,9 @@ type PluginSet struct {
 	preBind    []entry[PreBindPlugin]
 	bind       []entry[BindPlugin]
 	postBind   []entry[PostBindPlugin]
-	names      map[string]bool
+	// byName finds any configured plugin or extension by name, whichever points it
+	// implements.
+	byName map[string]Plugin
 }
 
 // Options are the framework's dependencies.
@@ -152,7 +155,7 @@ func NewFramework(ctx context.Context, name string, registry Registry, plugins *
 		instances[n] = p
 		return p, nil
 	}
-	ps := &PluginSet{fw: fw, names: map[string]bool{}}
+	ps := &PluginSet{fw: fw, byName: map[string]Plugin{}}
 	type point struct {
 		name string
 		list PluginList
@@ -182,7 +185,7 @@ func NewFramework(ctx context.Context, name string, registry Registry, plugins *
 		}
 		if qs, ok := p.(QueueSortPlugin); ok {
 			ps.queueSort = qs
-			ps.names[qs.Name()] = true
+			ps.byName[qs.Name()] = qs
 			break
 		}
 	}
@@ -206,7 +209,7 @@ func NewFramework(ctx context.Context, name string, registry Registry, plugins *
 				return nil, err
 			}
 			if pt.add(p, ref.Weight) {
-				ps.names[ref.Name] = true
+				ps.byName[ref.Name] = p
 			}
 			seen[ref.Name] = true
 		}
@@ -221,7 +224,7 @@ func NewFramework(ctx context.Context, name string, registry Registry, plugins *
 			if !pt.add(p, ref.Weight) {
 				return nil, fmt.Errorf("profile %q: plugin %q does not implement %s", name, ref.Name, pt.name)
 			}
-			ps.names[ref.Name] = true
+			ps.byName[ref.Name] = p
 			seen[ref.Name] = true
 		}
 	}
@@ -273,7 +276,7 @@ func (f *Framework) SetExtension(ext Extension) error {
 	name := ext.Plugin.Name()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.base.names[name] {
+	if _, ok := f.base.byName[name]; ok {
 		return fmt.Errorf("profile %q: extension %q clashes with a configured plugin", f.name, name)
 	}
 	exts := make([]Extension, 0, len(f.extensions)+1)
@@ -334,10 +337,7 @@ func (f *Framework) build(exts []Extension) (*PluginSet, error) {
 		preFilter: clip(b.preFilter), filter: clip(b.filter), postFilter: clip(b.postFilter),
 		preScore: clip(b.preScore), score: clip(b.score), reserve: clip(b.reserve), permit: clip(b.permit),
 		preBind: clip(b.preBind), bind: clip(b.bind), postBind: clip(b.postBind),
-		names: map[string]bool{},
-	}
-	for n := range b.names {
-		ps.names[n] = true
+		byName: maps.Clone(b.byName),
 	}
 	for _, e := range exts {
 		p, w, ns := e.Plugin, e.Weight, e.Namespace
@@ -354,7 +354,7 @@ func (f *Framework) build(exts []Extension) (*PluginSet, error) {
 		if !any {
 			return nil, fmt.Errorf("extension %q implements no extension point", p.Name())
 		}
-		ps.names[p.Name()] = true
+		ps.byName[p.Name()] = p
 	}
 	return ps, nil
 }
@@ -969,35 +969,6 @@ func (w *waitingPod) stopTimers() {
 	}
 }
 
-// Plugin returns the plugin instance named name in this set (nil if absent).
-func (ps *PluginSet) Plugin(name string) Plugin {
-	if ps.queueSort != nil && ps.queueSort.Name() == name {
-		return ps.queueSort
-	}
-	for _, e := range ps.preFilter {
-		if e.p.Name() == name {
-			return e.p
-		}
-	}
-	for _, e := range ps.filter {
-		if e.p.Name() == name {
-			return e.p
-		}
-	}
-	for _, e := range ps.score {
-		if e.p.Name() == name {
-			return e.p
-		}
-	}
-	for _, e := range ps.postFilter {
-		if e.p.Name() == name {
-			return e.p
-		}
-	}
-	for _, e := range ps.bind {
-		if e.p.Name() == name {
-			return e.p
-		}
-	}
-	return nil
-}
+// Plugin returns the plugin instance named name in this set, at whichever extension
+// points it is configured (nil if absent).
+func (ps *PluginSet) Plugin(name string) Plugin { return ps.byName[name] }
