@@ -107,7 +107,7 @@ func TestApplyHTTP(t *testing.T) {
 				{Type: string(metav1.CauseTypeFieldManagerConflict), Message: `conflict with "alice"`, Field: ".data.a"},
 				{Type: string(metav1.CauseTypeFieldManagerConflict), Message: `conflict with "alice"`, Field: ".data.b"},
 			}, data: map[string]string{"a": "1", "b": "2", "c": "3"}},
-		{name: "conflict with an updater names the operation", path: cm + "shared?fieldManager=carol", contentType: applyCT, body: cmYAML("shared", "  c: \"z\"\n"),
+		{name: "conflict with another applier", path: cm + "shared?fieldManager=carol", contentType: applyCT, body: cmYAML("shared", "  c: \"z\"\n"),
 			code: 409, reason: metav1.StatusReasonConflict, causes: []cause{
 				{Type: string(metav1.CauseTypeFieldManagerConflict), Message: `conflict with "bob"`, Field: ".data.c"},
 			}, data: map[string]string{"a": "1", "b": "2", "c": "3"}},
@@ -177,15 +177,40 @@ func TestApplyHTTP(t *testing.T) {
 		})
 	}
 
+	t.Run("conflict with an updater names its version", func(t *testing.T) {
+		if code, body := do(t, srv, http.MethodPatch, cm+"shared?fieldManager=editor", "application/merge-patch+json", `{"data":{"e":"5"}}`); code != 200 {
+			t.Fatalf("merge patch: %d %s", code, body)
+		}
+		rv, _ := stored("shared")
+		code, body := do(t, srv, http.MethodPatch, cm+"shared?fieldManager=alice", applyCT, cmYAML("shared", "  x: new\n  y: json\n  e: \"6\"\n"))
+		var status metav1.Status
+		if err := json.Unmarshal(body, &status); err != nil || code != 409 || status.Details == nil || len(status.Details.Causes) != 1 {
+			t.Fatalf("apply over an updater's field: %d %s", code, body)
+		}
+		c := status.Details.Causes[0]
+		if c.Field != ".data.e" || c.Message != `conflict with "editor" using v1` {
+			t.Errorf("cause %+v", c)
+		}
+		if after, _ := stored("shared"); after != rv {
+			t.Errorf("a conflicting apply wrote: %s -> %s", rv, after)
+		}
+	})
+
 	t.Run("bad apply of a missing object creates nothing", func(t *testing.T) {
-		for _, tc := range []struct{ path, body string }{
-			{cm + "ghost", cmYAML("ghost", "  a: \"1\"\n")},
-			{cm + "ghost?fieldManager=alice", "{{{"},
-			{cm + "ghost?fieldManager=alice&dryRun=All", cmYAML("ghost", "  a: \"1\"\n")},
+		for _, tc := range []struct {
+			path, body string
+			code       int
+		}{
+			{cm + "ghost", cmYAML("ghost", "  a: \"1\"\n"), 422},
+			{cm + "ghost?fieldManager=alice", "{{{", 400},
+			{cm + "ghost?fieldManager=alice", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ghost\n  uid: 0b4f7c1e-1111-2222-3333-444455556666\n", 409},
+			{"/api/v1/namespaces/" + ns + "/configmaps/ghost/status?fieldManager=alice", cmYAML("ghost", "  a: \"1\"\n"), 404},
+			// A dry run answers what it would create.
+			{cm + "ghost?fieldManager=alice&dryRun=All", cmYAML("ghost", "  a: \"1\"\n"), 201},
 		} {
 			code, body := do(t, srv, http.MethodPatch, tc.path, applyCT, tc.body)
-			if code == 200 || code >= 500 {
-				t.Errorf("PATCH %s: status %d; body %s", tc.path, code, body)
+			if code != tc.code {
+				t.Errorf("PATCH %s: status %d, want %d; body %s", tc.path, code, tc.code, body)
 			}
 			if rv, _ := stored("ghost"); rv != "" {
 				t.Fatalf("PATCH %s (status %d) stored the object", tc.path, code)
