@@ -39,3 +39,19 @@ func TestUpRejectsBadMemoryLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestUpRejectsBadTLSFlags: an unknown TLS version or cipher suite name stops `up` before
+// anything starts, with kube-apiserver's wording and the flag's name.
+func TestUpRejectsBadTLSFlags(t *testing.T) {
+	for _, c := range []struct{ flag, value, want string }{
+		{"--tls-min-version", "VersionTLS99", `--tls-min-version: unknown tls version "VersionTLS99"`},
+		{"--tls-cipher-suites", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_BOGUS", "--tls-cipher-suites: Cipher suite TLS_BOGUS not supported or doesn't exist"},
+	} {
+		cmd := newUp()
+		cmd.SetArgs([]string{c.flag, c.value, "--data-dir", t.TempDir(), "--port", "0", "--disable-kubelet"})
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		if err := cmd.Execute(); err == nil || err.Error() != c.want {
+			t.Errorf("%s %s: got %v, want %q", c.flag, c.value, err, c.want)
+		}
+	}
+}

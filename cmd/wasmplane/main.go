@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/authn"
 	"github.com/wasmplane/wasmplane/core/server"
 	"k8s.io/apimachinery/pkg/api/resource"
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
 func main() {
@@ -69,6 +71,7 @@ func newUp() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			defer dumpGoroutinesOnSIGQUIT(os.Stderr, cfg.Logger)()
 			cfg.RunKubelet = !disableKubelet
 			inst, err := server.Start(ctx, cfg)
 			if err != nil {
@@ -96,6 +99,11 @@ func newUp() *cobra.Command {
 	f.IntVar(&cfg.Port, "port", 6443, "API server port (0 picks a free port)")
 	f.DurationVar(&cfg.CompactionInterval, "etcd-compaction-interval", 0, "how often to compact etcd (default 5m)")
 	f.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra names and IPs for the serving certificate")
+	f.StringVar(&cfg.TLSMinVersion, "tls-min-version", "", "minimum TLS version served (default VersionTLS12); possible values: "+strings.Join(cliflag.TLSPossibleVersions(), ", "))
+	f.StringSliceVar(&cfg.TLSCipherSuites, "tls-cipher-suites", nil, "comma-separated TLS 1.0-1.2 cipher suites served (default Go's); preferred values: "+
+		strings.Join(cliflag.PreferredTLSCipherNames(), ", ")+"; insecure values: "+strings.Join(cliflag.InsecureTLSCipherNames(), ", "))
+	f.IntVar(&cfg.MaxRequestsInFlight, "max-requests-inflight", 400, "concurrent non-mutating requests served; beyond, 429 with Retry-After (watches and logs do not count)")
+	f.IntVar(&cfg.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", 200, "concurrent mutating requests served; beyond, 429 with Retry-After")
 	f.IntVar(&cfg.InsecurePort, "insecure-port", 0, "also serve plain HTTP WITHOUT authentication on 127.0.0.1:PORT (tests only; 0 = off)")
 	f.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "static bearer tokens (CSV: token,user,uid,\"group1,group2\")")
 	f.StringSliceVar(&cfg.APIAudiences, "api-audiences", nil, "audiences the API accepts (default: the service account issuer)")

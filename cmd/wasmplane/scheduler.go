@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -54,11 +53,7 @@ func newScheduler() *cobra.Command {
 			if wasmPlugins {
 				opts.Extend = wasmExtension(wasmCacheDir, log)
 			}
-			err = scheduler.RunStandalone(ctx, restCfg, opts)
-			if errors.Is(err, scheduler.ErrLeaderElectionLost) {
-				log.Error("leader election lost; exiting")
-			}
-			return err
+			return scheduler.RunStandalone(ctx, restCfg, opts)
 		},
 	}
 	f := cmd.Flags()

@@ -221,7 +221,8 @@ func New(cfg Config) (*Server, error) {
 	var h http.Handler = restHandler{s: s, other: paths}
 	h = withRequestMetrics(h, cfg.Metrics)
 	h = filters.WithMaxInFlight(h, cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, s.codecs.WriteError)
-	authorized := filters.WithRequestInfo(filters.WithAuthorization(h, cfg.Authorizer, s.codecs.WriteError))
+	authorized := filters.WithAuthorization(h, cfg.Authorizer, s.codecs.WriteError)
+	authorized = filters.WithRequestInfo(filters.WithImpersonation(authorized, cfg.Authorizer, s.codecs.WriteError))
 	s.Handler = filters.WithPanicRecovery(filters.WithAuthentication(authorized, cfg.Authenticator, s.codecs.WriteError), s.codecs.WriteError)
 	s.InsecureHandler = filters.WithPanicRecovery(filters.WithAuthentication(h, filters.AdminAuthenticator{}, s.codecs.WriteError), s.codecs.WriteError)
 	return s, nil

@@ -2,18 +2,19 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,10 +24,6 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
-
-// ErrLeaderElectionLost ends a standalone scheduler that lost its Lease (as
-// kube-scheduler, it exits rather than risk two active schedulers).
-var ErrLeaderElectionLost = errors.New("leader election lost")
 
 // StandaloneOptions configure RunStandalone.
 type StandaloneOptions struct {
@@ -48,8 +45,10 @@ type StandaloneOptions struct {
 
 // RunStandalone runs the scheduler as its own process would: its own client, informers,
 // metrics registry and HTTP endpoint, and (unless disabled in the configuration) leader
-// election on a Lease so that only one replica schedules. It returns when ctx ends, or
-// ErrLeaderElectionLost.
+// election on a Lease so that only one replica schedules. A replica that loses the Lease
+// (e.g. it could not renew while etcd changed leader) stops scheduling, waits for that
+// term's work to end and stands again, rather than exiting and leaving no candidate. It
+// returns when ctx ends, or when the scheduler fails while leading.
 func RunStandalone(ctx context.Context, restCfg *rest.Config, opts StandaloneOptions) error {
 	cfg := opts.Configuration
 	if cfg == nil {
@@ -70,8 +69,15 @@ func RunStandalone(ctx context.Context, restCfg *rest.Config, opts StandaloneOpt
 	if err != nil {
 		return fmt.Errorf("scheduler client: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Each term of leadership builds a new scheduler, whose metrics go to a new registry:
+	// /metrics serves the process's collectors and the current term's.
+	process := prometheus.NewRegistry()
+	process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var term atomic.Pointer[prometheus.Registry]
+	term.Store(prometheus.NewRegistry())
+	gather := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		return prometheus.Gatherers{process, term.Load()}.Gather()
+	})
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -87,7 +93,7 @@ func RunStandalone(ctx context.Context, restCfg *rest.Config, opts StandaloneOpt
 			opts.OnListening(ln.Addr().String())
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		wg.Add(2)
@@ -104,6 +110,8 @@ func RunStandalone(ctx context.Context, restCfg *rest.Config, opts StandaloneOpt
 	run := func(ctx context.Context) error {
 		factory := informers.NewSharedInformerFactory(client, 0)
 		defer factory.Shutdown()
+		reg := prometheus.NewRegistry()
+		term.Store(reg)
 		s, err := New(client, factory, Config{Configuration: cfg, Registerer: reg, Logger: log})
 		if err != nil {
 			return err
@@ -127,18 +135,31 @@ func RunStandalone(ctx context.Context, restCfg *rest.Config, opts StandaloneOpt
 	if err := ensureNamespace(ctx, client, le.ResourceNamespace); err != nil {
 		return err
 	}
+	for ctx.Err() == nil {
+		if err := campaign(ctx, client, le, opts.Identity, log, run); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// campaign runs one term of leader election: it stands for the Lease, schedules while it
+// holds it, and returns once the Lease is lost (or ctx ends) and the term's scheduler has
+// stopped, so the caller can stand again with nothing of the lost term still running. An
+// error is the scheduler failing while it still led (e.g. an invalid configuration), which
+// standing again would not fix.
+func campaign(ctx context.Context, client kubernetes.Interface, le LeaderElection, identity string, log *slog.Logger, run func(context.Context) error) error {
 	var (
 		mu      sync.Mutex
 		stopped bool
 		leading sync.WaitGroup
 		runErr  error
-		led     bool
 	)
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: le.ResourceNamespace, Name: le.ResourceName},
 			Client:     client.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
+			LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 		},
 		LeaseDuration:   le.LeaseDuration.Duration,
 		RenewDeadline:   le.RenewDeadline.Duration,
@@ -147,27 +168,26 @@ func RunStandalone(ctx context.Context, restCfg *rest.Config, opts StandaloneOpt
 		Name:            le.ResourceName,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lctx context.Context) {
-				// The elector starts this in its own goroutine; register it unless Run
-				// already returned, so no scheduler outlives RunStandalone.
+				// The elector starts this in its own goroutine; register it unless the term
+				// already ended, so no scheduler outlives its term.
 				mu.Lock()
 				if stopped {
 					mu.Unlock()
 					return
 				}
 				leading.Add(1)
-				led = true
 				mu.Unlock()
 				defer leading.Done()
-				log.Info("became leader, starting scheduler", "identity", opts.Identity)
-				if err := run(lctx); err != nil {
+				log.Info("became leader, starting scheduler", "identity", identity)
+				if err := run(lctx); err != nil && lctx.Err() == nil {
 					mu.Lock()
 					runErr = err
 					mu.Unlock()
 				}
 			},
-			OnStoppedLeading: func() { log.Info("stopped leading", "identity", opts.Identity) },
+			OnStoppedLeading: func() { log.Info("stopped leading; standing again", "identity", identity) },
 			OnNewLeader: func(id string) {
-				if id != opts.Identity {
+				if id != identity {
 					log.Info("following leader", "leader", id)
 				}
 			},
@@ -183,13 +203,7 @@ func RunStandalone(ctx context.Context, restCfg *rest.Config, opts StandaloneOpt
 	leading.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	if runErr != nil {
-		return runErr
-	}
-	if ctx.Err() == nil && led {
-		return ErrLeaderElectionLost
-	}
-	return nil
+	return runErr
 }
 
 // ensureNamespace makes sure the Lease's namespace exists. It looks first: the scheduler's

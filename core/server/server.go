@@ -59,6 +59,16 @@ type Config struct {
 	Logger *slog.Logger
 	// TLSSANs are extra names and IPs of the serving certificate.
 	TLSSANs []string
+	// TLSMinVersion is the lowest TLS version served (kube-apiserver's --tls-min-version:
+	// VersionTLS10…VersionTLS13; empty = VersionTLS12).
+	TLSMinVersion string
+	// TLSCipherSuites are the TLS 1.0–1.2 cipher suites served, by IANA name
+	// (kube-apiserver's --tls-cipher-suites; empty = Go's defaults).
+	TLSCipherSuites []string
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound concurrent reads and
+	// writes; beyond them requests get 429 with Retry-After (0 = 400 and 200, as
+	// kube-apiserver's defaults).
+	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
 	// InsecurePort, when non-zero, also serves plain HTTP without authentication on
 	// loopback (tests and debugging only; -1 picks a free port).
 	InsecurePort int
@@ -158,6 +168,10 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if cfg.CompactionInterval == 0 {
 		cfg.CompactionInterval = 5 * time.Minute
 	}
+	servingPolicy, err := parseServingTLS(cfg.TLSMinVersion, cfg.TLSCipherSuites)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating data dir: %w", err)
 	}
@@ -227,6 +241,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if err != nil {
 		return fail(err)
 	}
+	servingPolicy.apply(tlsConfig, log)
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The scheduler's runtime registers the same wasm metrics; the label tells them apart.
@@ -263,7 +278,8 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	}
 	srv, err = apiserver.New(apiserver.Config{
 		Authorizer: authorizer, RuleResolver: rbac, KubeletClientTLS: kubeletTLS, Scheme: scheme, Storage: factory, Metrics: metrics, Blobs: blobs.New(client, "/wasmplane/blobs"),
-		Authenticator:    chain,
+		Authenticator:       chain,
+		MaxRequestsInFlight: cfg.MaxRequestsInFlight, MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
 		TokenReviewer:    tokenReviewer(chain),
 		TokenRequest:     &resources.TokenRequestConfig{Issuer: sec.signer, APIAudiences: sec.audiences},
 		AdmissionSources: []admission.Source{plugins}, InitializerWaiting: plugins.Waiting,

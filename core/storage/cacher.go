@@ -28,6 +28,11 @@ type CacherConfig struct {
 	// EventBufferSize is how many recent events are kept for watches that resume from a
 	// resourceVersion; older ones get 410 Expired and relist. Default 10,000.
 	EventBufferSize int
+	// EventBufferBytes bounds the same history by the stored (etcd) size of the objects
+	// its events hold, new and previous states: a few huge objects written and deleted
+	// must not keep hundreds of MiB of decoded history alive. The newest event is always
+	// kept. Default 32 MiB.
+	EventBufferBytes int64
 	// WatcherBufferSize is each watcher's queue; a watcher whose queue stays full is
 	// closed. Default 256.
 	WatcherBufferSize int
@@ -46,6 +51,9 @@ type CacherConfig struct {
 func (c *CacherConfig) setDefaults() {
 	if c.EventBufferSize <= 0 {
 		c.EventBufferSize = 10000
+	}
+	if c.EventBufferBytes <= 0 {
+		c.EventBufferBytes = 32 << 20
 	}
 	if c.WatcherBufferSize <= 0 {
 		c.WatcherBufferSize = 256
@@ -67,6 +75,7 @@ func (c *CacherConfig) setDefaults() {
 // cacheItem is one current object with its selector attributes computed once.
 type cacheItem struct {
 	key    string
+	size   int // stored (etcd) bytes of the object, to bound the event history
 	obj    *CachingObject
 	labels labels.Set
 	fields compactFields
@@ -79,6 +88,7 @@ type cacheEvent struct {
 	rev  uint64
 	obj  *cacheItem // the new state; for Deleted the last state stamped with rev
 	prev *cacheItem // the state before, nil on Added
+	size int64      // stored bytes of obj and prev, counted against EventBufferBytes
 }
 
 // Cacher is an Interface that keeps one etcd watch per resource and serves watches, and
@@ -117,6 +127,7 @@ type Cacher struct {
 	ring      []*cacheEvent
 	ringHead  int // index of the oldest event
 	ringLen   int
+	ringBytes int64  // sum of the ring's event sizes
 	oldestRev uint64 // every event after oldestRev is in the ring
 	watchers  map[*cacheWatcher]struct{}
 	wlist     []*cacheWatcher // copy-on-write view of watchers for the dispatcher
@@ -310,7 +321,7 @@ func (c *Cacher) relist() (uint64, error) {
 	c.gen++
 	c.rev = uint64(rev)
 	c.oldestRev = uint64(rev)
-	c.ringHead, c.ringLen = 0, 0
+	c.ringHead, c.ringLen, c.ringBytes = 0, 0, 0
 	clear(c.ring)
 	c.ready = true
 	close(c.readyCh)
@@ -328,7 +339,7 @@ func (c *Cacher) newItem(key string, data []byte, rev int64) (*cacheItem, error)
 	if err != nil {
 		return nil, fmt.Errorf("storage: attrs of %s: %w", key, err)
 	}
-	return &cacheItem{key: key, obj: NewCachingObject(obj), labels: l, fields: newCompactFields(f)}, nil
+	return &cacheItem{key: key, size: len(data), obj: NewCachingObject(obj), labels: l, fields: newCompactFields(f)}, nil
 }
 
 func (c *Cacher) setUnready() {
@@ -448,7 +459,9 @@ func (c *Cacher) apply(events []*clientv3.Event) {
 				continue
 			}
 			ev.typ = watch.Deleted
-			ev.obj = &cacheItem{key: key, obj: NewCachingObject(last), labels: prev.labels, fields: prev.fields}
+			ev.obj = &cacheItem{key: key, size: prev.size, obj: NewCachingObject(last), labels: prev.labels, fields: prev.fields}
+			// Watchers read only obj of a deletion: the event need not keep prev alive.
+			ev.prev = nil
 		default:
 			continue
 		}
@@ -467,16 +480,26 @@ func (c *Cacher) apply(events []*clientv3.Event) {
 	}
 }
 
+// pushLocked appends ev to the ring, dropping the oldest events while the ring is full
+// or holds more than EventBufferBytes (a dropped event's objects are released unless the
+// current state still holds them; watches from before it get 410 and relist).
 func (c *Cacher) pushLocked(ev *cacheEvent) {
+	ev.size = int64(ev.obj.size)
+	if ev.prev != nil {
+		ev.size += int64(ev.prev.size)
+	}
 	n := len(c.ring)
-	if c.ringLen == n {
-		c.oldestRev = c.ring[c.ringHead].rev
+	for c.ringLen > 0 && (c.ringLen == n || c.ringBytes+ev.size > c.opts.EventBufferBytes) {
+		old := c.ring[c.ringHead]
+		c.oldestRev = old.rev
+		c.ringBytes -= old.size
 		c.ring[c.ringHead] = nil
 		c.ringHead = (c.ringHead + 1) % n
 		c.ringLen--
 	}
 	c.ring[(c.ringHead+c.ringLen)%n] = ev
 	c.ringLen++
+	c.ringBytes += ev.size
 }
 
 // eventsAfterLocked returns the ring's events with a revision above rev, oldest first.
@@ -905,7 +928,7 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts ListOptions) (watch
 		if opts.ResourceVersion == "" {
 			cur, err := c.store.CurrentResourceVersion(ctx)
 			if err != nil {
-				return nil, err
+				return newErrWatcher(err), nil
 			}
 			need = cur
 		}
@@ -940,7 +963,7 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts ListOptions) (watch
 		if mode.fromRV < c.oldestRev {
 			oldest := c.oldestRev
 			c.mu.Unlock()
-			return nil, errTooOldRV(mode.fromRV, oldest)
+			return newErrWatcher(errTooOldRV(mode.fromRV, oldest)), nil
 		}
 		replay = c.eventsAfterLocked(mode.fromRV)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -293,6 +294,46 @@ func TestWatchTooOld(t *testing.T) {
 		setLabel(t, s, podKey(s.cfg, "ns", "a"), "x", "2")
 		compactNow(t)
 		w, err := s.Watch(ctx, s.cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: a.ResourceVersion})
+		expectGone(t, w, err)
+	})
+	t.Run("cacher ring bounded by bytes", func(t *testing.T) {
+		c := newTestCacher(t, CacherConfig{EventBufferBytes: 6000})
+		ctx := testCtx(t)
+		big := func(name string) *corev1.Pod {
+			p := pod("ns", name, nil)
+			p.Annotations = map[string]string{"pad": strings.Repeat("x", 2500)}
+			return p
+		}
+		z, a, b := &corev1.Pod{}, &corev1.Pod{}, &corev1.Pod{}
+		if err := c.Create(ctx, podKey(c.cfg, "ns", "z"), pod("ns", "z", nil), z); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(ctx, podKey(c.cfg, "ns", "a"), big("a"), a); err != nil {
+			t.Fatal(err)
+		}
+		// Deleting a costs its last state once (not twice), so z, a and a's deletion fit.
+		if err := c.Delete(ctx, podKey(c.cfg, "ns", "a"), &corev1.Pod{}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		w, err := c.Watch(ctx, c.cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: z.ResourceVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev := nextEvent(t, w); ev.Type != watch.Added {
+			t.Fatalf("first event after z: %s", ev.Type)
+		}
+		w.Stop()
+		// b pushes the history over 6000 bytes: z's and a's events go, b's stays.
+		if err := c.Create(ctx, podKey(c.cfg, "ns", "b"), big("b"), b); err != nil {
+			t.Fatal(err)
+		}
+		// A watch from b waits until the cache has b.
+		w, err = c.Watch(ctx, c.cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: b.ResourceVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Stop()
+		w, err = c.Watch(ctx, c.cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: z.ResourceVersion})
 		expectGone(t, w, err)
 	})
 	t.Run("cacher ring", func(t *testing.T) {

@@ -18,7 +18,7 @@ func BenchmarkNoopCall(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		term termination
-	}{{"interrupt", termInterrupt}, {"closeOnContextDone", termWazero}, {"noTermination", termNone}} {
+	}{{"checkpoint", termCheckpoint}, {"closeOnContextDone", termWazero}, {"noTermination", termNone}} {
 		b.Run(tc.name, func(b *testing.B) {
 			r, err := NewRuntime(context.Background(), RuntimeConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), termination: tc.term})
 			if err != nil {
@@ -53,7 +53,8 @@ func BenchmarkNoopCall(b *testing.B) {
 
 // BenchmarkLoopTermination measures what each way of making deadlines enforceable costs
 // a guest running a tight loop of 10^6 iterations, the worst case for per-loop checks:
-// none (unsafe), wazero's WithCloseOnContextDone, and the host's interrupt checks.
+// none (unsafe), wazero's WithCloseOnContextDone, and the host's fuel checks (with a
+// checkpoint that refills the fuel and yields, every fuelQuantum iterations).
 func BenchmarkLoopTermination(b *testing.B) {
 	wasm := wasmtest.WATSource(b, `(module
 		(func (export "spin") (param $n i32) (result i32) (local $i i32)
@@ -69,11 +70,12 @@ func BenchmarkLoopTermination(b *testing.B) {
 		name   string
 		wazero bool
 		wasm   []byte
-	}{{"none", false, wasm}, {"closeOnContextDone", true, wasm}, {"interrupt", false, instrumented}} {
+	}{{"none", false, wasm}, {"closeOnContextDone", true, wasm}, {"checkpoint", false, instrumented}} {
 		b.Run(tc.name, func(b *testing.B) {
 			ctx := context.Background()
 			rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(tc.wazero))
 			defer rt.Close(ctx)
+			hostModules(b, rt)
 			mod, err := rt.Instantiate(ctx, tc.wasm)
 			if err != nil {
 				b.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -47,15 +46,15 @@ type instance struct {
 	// reqBuf is reused to build requests.
 	reqBuf []byte
 
-	// interrupt is the global instrument added; setting it to 1 traps the guest at its
-	// next loop header or function entry.
-	interrupt api.MutableGlobal
-	// guard protects the watchdog's view of the call in flight (watchdog.go).
-	guard    sync.Mutex
+	// fuel is the global instrument added, which the guest counts down to its next
+	// checkpoint (checkpoint.go); nil until the first checkpoint.
+	fuel api.MutableGlobal
+	// The call in flight, as its checkpoints see it: they run on the call's goroutine.
 	armed    bool
-	deadline int64
+	deadline time.Time
 	ctx      context.Context
-	fired    error
+	// fired is why a checkpoint ended the last call, or nil.
+	fired error
 }
 
 // newInstance instantiates, starts, version-checks and configures one instance.
@@ -83,20 +82,15 @@ func (s *instanceSet) newInstance(ctx context.Context) (_ *instance, err error) 
 		}
 	}()
 	in.hook = "instantiate"
+	// Armed from here: a start function runs during instantiation.
+	deadline, _ := ctx.Deadline()
+	in.arm(ctx, deadline)
 	mod, err := r.rt.InstantiateModule(ictx, e.compiled, cfg)
 	if err != nil {
+		in.disarm()
 		return nil, in.classify(ctx, err)
 	}
 	in.mod = mod
-	if e.instrumented {
-		g, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
-		if !ok {
-			return nil, &Error{Plugin: p.label, Kind: ErrInvalidModule, Err: fmt.Errorf("instrumented module lacks %s", interruptExport)}
-		}
-		in.interrupt = g
-	}
-	deadline, _ := ctx.Deadline()
-	in.arm(ctx, deadline)
 	var res []uint64
 	if e.hasInit {
 		in.hook = abi.ExportInitialize
@@ -243,9 +237,9 @@ func (in *instance) classify(ctx context.Context, err error) error {
 	case in.mem.refused:
 		kind = ErrOutOfMemory
 		err = fmt.Errorf("memory limit of %d bytes reached: %w", in.mem.max, err)
-	case in.interrupted() != nil:
+	case in.fired != nil:
 		kind = ErrTimeout
-		err = fmt.Errorf("interrupted by the host: %w (%w)", err, in.interrupted())
+		err = fmt.Errorf("interrupted by the host: %w (%w)", err, in.fired)
 	case errors.As(err, &exit) && (exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled):
 		kind = ErrTimeout
 		if cerr := context.Cause(ctx); cerr != nil {

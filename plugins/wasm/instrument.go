@@ -6,27 +6,52 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/wasmplane/wasmplane/sdk/go/abi"
 )
 
-// interruptExport names the global the host adds to every module it loads: a mutable i32
-// the host sets from its watchdog to stop a guest that overran its deadline (ABI §4.3).
-const interruptExport = "wasmplane.interrupt"
+// fuelExport names the global the host adds to every module it loads: a mutable i32 the
+// guest counts down at every function entry and loop header (ABI §4.3). The host reads
+// and refills it from its checkpoint function.
+const fuelExport = "wasmplane.fuel"
 
+// checkpointImport is the host function the instrumented code calls when its fuel runs
+// out: wasmplane.checkpoint, () -> (). A module may not import it itself.
+const checkpointImport = "checkpoint"
+
+// fuelQuantum is the fuel a checkpoint hands the guest: the number of function entries
+// and loop iterations between two returns into Go. A tight loop iteration costs about a
+// nanosecond and a typical one some tens, so a quantum lasts from 0.1 to a few ms of
+// guest work; one checkpoint costs about 0.2 µs (BenchmarkLoopTermination).
+const fuelQuantum = 100_000
+
+// Why checkpoints: wazero's compiled guest code is not Go code. The Go scheduler cannot
+// preempt a goroutine running it (asynchronous preemption finds no safe point there), and
+// a stop-the-world garbage collection waits for it. A host that relied on a goroutine of
+// its own to stop overrunning guests (a watchdog) froze when guests held every P: the
+// watchdog never ran, and even with a P free the next GC's stop-the-world waited for the
+// spinning guests while it stopped everything else. So the guest must come back into Go
+// by itself, often: the host rewrites each module once per digest so that every function
+// entry and every loop header decrements a fuel global (a load, a subtraction, a store, a
+// compare and a branch not taken), and when the fuel runs out calls the host's
+// checkpoint. That Go function is a safe point (the scheduler preempts there and a GC
+// can stop the world), refills the fuel, yields, and ends the call when its deadline has
+// passed or its caller gave up. Deadlines hold without any other goroutine running.
+//
 // Why not wazero's WithCloseOnContextDone: its compiled code calls out to Go at every
-// loop header to ask whether the module was closed (a tight loop ran 55× slower here)
-// and it starts a goroutine per call (≈ 1 µs). Instead the host rewrites the module once
-// per digest so that every function entry and every loop header reads one global and
-// traps when it is set — a load and a branch, about a cycle when not taken — and one
-// watchdog goroutine per runtime sets that global when a call overruns.
+// loop header to ask whether the module was closed (a tight loop ran 55× slower here) and
+// it starts a goroutine per call (≈ 1 µs), which still needs a P to run.
 
-// Instrument returns the module as the host compiles it (with the interrupt checks), so
-// that tools can fill a compilation cache the host will hit.
+// Instrument returns the module as the host compiles it (with the fuel checks), so that
+// tools can fill a compilation cache the host will hit.
 func Instrument(wasm []byte) ([]byte, error) { return instrument(wasm) }
 
-// instrument returns the module with the interrupt global and checks added. Function,
-// global and type indices of the original code are unchanged (the global is appended),
-// so branch depths, calls and the name section stay valid; DWARF sections, whose code
-// offsets would go stale, are dropped.
+// instrument returns the module with the fuel global, the checkpoint import and the
+// checks added. The import is the last function import, so every function defined by
+// the module moves up by one index: calls, ref.func, exports, the start function,
+// element segments, constant expressions and the name section are renumbered. Type and
+// global indices of the original code are unchanged (the new type and global are
+// appended). DWARF sections, whose code offsets would go stale, are dropped.
 func instrument(wasm []byte) ([]byte, error) {
 	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) || binary.LittleEndian.Uint32(wasm[4:8]) != 1 {
 		return nil, errors.New("not a WebAssembly binary module (version 1)")
@@ -37,7 +62,8 @@ func instrument(wasm []byte) ([]byte, error) {
 	}
 	var secs []section
 	r := &wreader{b: wasm, off: 8}
-	importedGlobals, definedGlobals := uint32(0), uint32(0)
+	var imp importCounts
+	var types, definedGlobals uint32
 	for !r.eof() {
 		id := r.byte()
 		n := r.u32()
@@ -51,73 +77,97 @@ func instrument(wasm []byte) ([]byte, error) {
 			if strings.HasPrefix(name, ".debug_") {
 				continue
 			}
+		case secType:
+			types = (&wreader{b: payload}).u32()
 		case secImport:
-			g, err := countImportedGlobals(payload)
-			if err != nil {
+			var err error
+			if imp, err = countImports(payload); err != nil {
 				return nil, fmt.Errorf("import section: %w", err)
 			}
-			importedGlobals = g
 		case secGlobal:
 			definedGlobals = (&wreader{b: payload}).u32()
 		case secExport:
-			if err := checkExportFree(payload, interruptExport); err != nil {
+			if err := checkExportFree(payload, fuelExport); err != nil {
 				return nil, err
 			}
 		}
 		secs = append(secs, section{id, payload})
 	}
-	gidx := importedGlobals + definedGlobals
-	check := appendCheck(nil, gidx)
+	m := &rewrite{
+		funcs:    imp.funcs,
+		fuel:     imp.globals + definedGlobals,
+		cpType:   types,
+		cpFunc:   imp.funcs,
+		newTypes: []byte{0x60, 0x00, 0x00}, // () -> ()
+	}
+	m.check = m.appendCheck(nil)
 
-	out := make([]byte, 0, len(wasm)+len(wasm)/16+64)
+	out := make([]byte, 0, len(wasm)+len(wasm)/8+64)
 	out = append(out, wasm[:8]...)
 	emit := func(id byte, payload []byte) {
 		out = append(out, id)
 		out = binary.AppendUvarint(out, uint64(len(payload)))
 		out = append(out, payload...)
 	}
-	newGlobal := []byte{0x7f, 0x01, 0x41, 0x00, 0x0b} // mut i32 = i32.const 0
-	globalDone, exportDone := false, false
+	newGlobal := appendFuelGlobal(nil)
+	done := map[byte]bool{}
 	flush := func(before byte) {
-		// Sections must stay in the order of the spec; add the global and the export
-		// where they belong if the module has no such section of its own.
-		if !globalDone && order(before) > order(secGlobal) {
-			emit(secGlobal, append(binary.AppendUvarint(nil, 1), newGlobal...))
-			globalDone = true
-		}
-		if !exportDone && order(before) > order(secExport) {
-			emit(secExport, appendExport(binary.AppendUvarint(nil, 1), gidx))
-			exportDone = true
+		// Sections must stay in the order of the spec; add the type, import, global and
+		// export where they belong if the module has no such section of its own.
+		for _, id := range []byte{secType, secImport, secGlobal, secExport} {
+			if done[id] || order(before) <= order(id) {
+				continue
+			}
+			switch id {
+			case secType:
+				emit(id, append(binary.AppendUvarint(nil, 1), m.newTypes...))
+			case secImport:
+				emit(id, m.appendImport(binary.AppendUvarint(nil, 1)))
+			case secGlobal:
+				emit(id, append(binary.AppendUvarint(nil, 1), newGlobal...))
+			case secExport:
+				emit(id, appendExport(binary.AppendUvarint(nil, 1), m.fuel))
+			}
+			done[id] = true
 		}
 	}
 	for _, s := range secs {
 		if s.id != secCustom {
 			flush(s.id)
 		}
+		var p []byte
+		var err error
 		switch s.id {
+		case secType:
+			p = appendCount(s.payload, 1, m.newTypes)
+		case secImport:
+			p = m.appendImport(appendCount(s.payload, 1, nil))
+		case secTable:
+			p, err = m.tables(s.payload)
 		case secGlobal:
-			r := &wreader{b: s.payload}
-			n := r.u32()
-			p := binary.AppendUvarint(nil, uint64(n)+1)
-			p = append(p, s.payload[r.off:]...)
-			emit(s.id, append(p, newGlobal...))
-			globalDone = true
+			p, err = m.globals(s.payload)
+			p = appendCount(p, 1, newGlobal)
 		case secExport:
-			r := &wreader{b: s.payload}
-			n := r.u32()
-			p := binary.AppendUvarint(nil, uint64(n)+1)
-			p = append(p, s.payload[r.off:]...)
-			emit(s.id, appendExport(p, gidx))
-			exportDone = true
+			p, err = m.exports(s.payload)
+			p = appendExport(appendCount(p, 1, nil), m.fuel)
+		case secStart:
+			rr := &wreader{b: s.payload}
+			p = binary.AppendUvarint(nil, uint64(m.fn(rr.u32())))
+			err = rr.err
+		case secElement:
+			p, err = m.elements(s.payload)
 		case secCode:
-			p, err := instrumentCode(s.payload, check)
-			if err != nil {
-				return nil, fmt.Errorf("code section: %w", err)
-			}
-			emit(s.id, p)
+			p, err = m.code(s.payload)
+		case secCustom:
+			p, err = m.custom(s.payload)
 		default:
-			emit(s.id, s.payload)
+			p = s.payload
 		}
+		if err != nil {
+			return nil, fmt.Errorf("section %d: %w", s.id, err)
+		}
+		done[s.id] = true
+		emit(s.id, p)
 	}
 	flush(0xff)
 	return out, nil
@@ -125,9 +175,13 @@ func instrument(wasm []byte) ([]byte, error) {
 
 const (
 	secCustom    = 0
+	secType      = 1
 	secImport    = 2
+	secTable     = 4
 	secGlobal    = 6
 	secExport    = 7
+	secStart     = 8
+	secElement   = 9
 	secCode      = 10
 	secDataCount = 12
 	secTag       = 13
@@ -146,29 +200,87 @@ func order(id byte) int {
 	return int(id) * 10
 }
 
-func appendCheck(b []byte, gidx uint32) []byte {
-	b = append(b, 0x23) // global.get
-	b = binary.AppendUvarint(b, uint64(gidx))
-	return append(b, 0x04, 0x40, 0x00, 0x0b) // if (empty) unreachable end
+// rewrite is what instrument adds to a module and how it renumbers functions.
+type rewrite struct {
+	funcs    uint32 // function imports of the original module
+	fuel     uint32 // index of the fuel global
+	cpType   uint32 // index of the checkpoint's type
+	cpFunc   uint32 // index of the checkpoint import
+	newTypes []byte
+	check    []byte
+}
+
+// fn maps a function index of the original module to the instrumented one.
+func (m *rewrite) fn(i uint32) uint32 {
+	if i >= m.funcs {
+		return i + 1
+	}
+	return i
+}
+
+// appendCheck appends the code run at each function entry and loop header:
+//
+//	global.get $fuel; i32.const 1; i32.sub; global.set $fuel
+//	global.get $fuel; i32.const 0; i32.le_s; if; call $checkpoint; end
+func (m *rewrite) appendCheck(b []byte) []byte {
+	g := binary.AppendUvarint(nil, uint64(m.fuel))
+	b = append(append(b, 0x23), g...)
+	b = append(b, 0x41, 0x01, 0x6b, 0x24)
+	b = append(b, g...)
+	b = append(append(b, 0x23), g...)
+	b = append(b, 0x41, 0x00, 0x4c, 0x04, 0x40, 0x10)
+	b = binary.AppendUvarint(b, uint64(m.cpFunc))
+	return append(b, 0x0b)
+}
+
+func (m *rewrite) appendImport(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(abi.HostModule)))
+	b = append(b, abi.HostModule...)
+	b = binary.AppendUvarint(b, uint64(len(checkpointImport)))
+	b = append(b, checkpointImport...)
+	b = append(b, 0x00) // func
+	return binary.AppendUvarint(b, uint64(m.cpType))
+}
+
+func appendFuelGlobal(b []byte) []byte {
+	b = append(b, 0x7f, 0x01, 0x41) // mut i32 = i32.const fuelQuantum
+	b = binary.AppendVarint(b, fuelQuantum)
+	return append(b, 0x0b)
 }
 
 func appendExport(b []byte, gidx uint32) []byte {
-	b = binary.AppendUvarint(b, uint64(len(interruptExport)))
-	b = append(b, interruptExport...)
+	b = binary.AppendUvarint(b, uint64(len(fuelExport)))
+	b = append(b, fuelExport...)
 	b = append(b, 0x03) // global
 	return binary.AppendUvarint(b, uint64(gidx))
 }
 
-func countImportedGlobals(p []byte) (uint32, error) {
+// appendCount returns a vector section's payload with its count raised by add and extra
+// appended.
+func appendCount(p []byte, add uint32, extra []byte) []byte {
 	r := &wreader{b: p}
 	n := r.u32()
-	var globals uint32
+	out := binary.AppendUvarint(make([]byte, 0, len(p)+len(extra)+5), uint64(n+add))
+	out = append(out, p[r.off:]...)
+	return append(out, extra...)
+}
+
+type importCounts struct{ funcs, globals uint32 }
+
+func countImports(p []byte) (importCounts, error) {
+	r := &wreader{b: p}
+	n := r.u32()
+	var c importCounts
 	for i := uint32(0); i < n && r.err == nil; i++ {
-		r.name()
-		r.name()
+		mod := r.name()
+		name := r.name()
+		if mod == abi.HostModule && name == checkpointImport {
+			return c, fmt.Errorf("module imports %s.%s, a function only the host may add", mod, name)
+		}
 		switch kind := r.byte(); kind {
 		case 0x00: // func
 			r.u32()
+			c.funcs++
 		case 0x01: // table
 			r.reftype()
 			r.limits()
@@ -177,15 +289,15 @@ func countImportedGlobals(p []byte) (uint32, error) {
 		case 0x03: // global
 			r.valtype()
 			r.byte()
-			globals++
+			c.globals++
 		case 0x04: // tag
 			r.byte()
 			r.u32()
 		default:
-			return 0, fmt.Errorf("import %d: unknown kind %#x", i, kind)
+			return c, fmt.Errorf("import %d: unknown kind %#x", i, kind)
 		}
 	}
-	return globals, r.err
+	return c, r.err
 }
 
 func checkExportFree(p []byte, name string) error {
@@ -201,12 +313,203 @@ func checkExportFree(p []byte, name string) error {
 	return r.err
 }
 
-// instrumentCode copies the code section, adding check at each function's entry and at
-// the start of each loop body.
-func instrumentCode(p []byte, check []byte) ([]byte, error) {
+// exports renumbers exported functions.
+func (m *rewrite) exports(p []byte) ([]byte, error) {
 	r := &wreader{b: p}
 	n := r.u32()
-	out := binary.AppendUvarint(make([]byte, 0, len(p)+len(p)/8), uint64(n))
+	out := binary.AppendUvarint(make([]byte, 0, len(p)+8), uint64(n))
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		from := r.off
+		r.name()
+		kind := r.byte()
+		out = append(out, p[from:r.off]...)
+		idx := r.u32()
+		if kind == 0x00 {
+			idx = m.fn(idx)
+		}
+		out = binary.AppendUvarint(out, uint64(idx))
+	}
+	if r.err == nil && !r.eof() {
+		return nil, errors.New("trailing bytes")
+	}
+	return out, r.err
+}
+
+// constExpr copies a constant expression up to and including its end, renumbering
+// ref.func.
+func (m *rewrite) constExpr(out []byte, r *wreader) ([]byte, error) {
+	from := r.off
+	for {
+		if r.eof() {
+			return nil, errors.New("constant expression without end")
+		}
+		op := r.byte()
+		if op == 0x0b {
+			return append(out, r.b[from:r.off]...), nil
+		}
+		if op == 0xd2 { // ref.func
+			out = append(out, r.b[from:r.off]...)
+			out = binary.AppendUvarint(out, uint64(m.fn(r.u32())))
+			from = r.off
+			continue
+		}
+		if err := r.immediates(op); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// globals renumbers ref.func in the initializers of the module's globals.
+func (m *rewrite) globals(p []byte) ([]byte, error) {
+	r := &wreader{b: p}
+	n := r.u32()
+	out := binary.AppendUvarint(make([]byte, 0, len(p)+16), uint64(n))
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		from := r.off
+		r.valtype()
+		r.byte()
+		out = append(out, p[from:r.off]...)
+		var err error
+		if out, err = m.constExpr(out, r); err != nil {
+			return nil, fmt.Errorf("global %d: %w", i, err)
+		}
+	}
+	return out, r.err
+}
+
+// tables renumbers ref.func in table initializers (the 0x40 0x00 form).
+func (m *rewrite) tables(p []byte) ([]byte, error) {
+	r := &wreader{b: p}
+	n := r.u32()
+	out := binary.AppendUvarint(make([]byte, 0, len(p)), uint64(n))
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		from := r.off
+		withInit := r.off+1 < len(p) && p[r.off] == 0x40 && p[r.off+1] == 0x00
+		if withInit {
+			r.off += 2
+		}
+		r.reftype()
+		r.limits()
+		out = append(out, p[from:r.off]...)
+		if withInit {
+			var err error
+			if out, err = m.constExpr(out, r); err != nil {
+				return nil, fmt.Errorf("table %d: %w", i, err)
+			}
+		}
+	}
+	return out, r.err
+}
+
+// elements renumbers the function indices and expressions of element segments.
+func (m *rewrite) elements(p []byte) ([]byte, error) {
+	r := &wreader{b: p}
+	n := r.u32()
+	out := binary.AppendUvarint(make([]byte, 0, len(p)+16), uint64(n))
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		flags := r.u32()
+		if flags > 7 {
+			return nil, fmt.Errorf("element %d: unknown flags %d", i, flags)
+		}
+		out = binary.AppendUvarint(out, uint64(flags))
+		var err error
+		if flags&1 == 0 { // active: [table index] offset expression
+			if flags&2 != 0 {
+				out = binary.AppendUvarint(out, uint64(r.u32()))
+			}
+			if out, err = m.constExpr(out, r); err != nil {
+				return nil, fmt.Errorf("element %d offset: %w", i, err)
+			}
+		}
+		exprs := flags&4 != 0
+		if flags&3 != 0 { // an elemkind (indices) or a reference type (expressions)
+			from := r.off
+			if exprs {
+				r.reftype()
+			} else {
+				r.byte()
+			}
+			out = append(out, p[from:r.off]...)
+		}
+		k := r.u32()
+		out = binary.AppendUvarint(out, uint64(k))
+		for j := uint32(0); j < k && r.err == nil; j++ {
+			if exprs {
+				if out, err = m.constExpr(out, r); err != nil {
+					return nil, fmt.Errorf("element %d item %d: %w", i, j, err)
+				}
+			} else {
+				out = binary.AppendUvarint(out, uint64(m.fn(r.u32())))
+			}
+		}
+	}
+	if r.err == nil && !r.eof() {
+		return nil, errors.New("trailing bytes")
+	}
+	return out, r.err
+}
+
+// custom renumbers the function names, local names and label names of the name section
+// (subsections 1, 2 and 3, all keyed by function index); other custom sections and
+// subsections are copied.
+func (m *rewrite) custom(p []byte) ([]byte, error) {
+	r := &wreader{b: p}
+	if r.name() != "name" || r.err != nil {
+		return p, nil
+	}
+	out := append(make([]byte, 0, len(p)+8), p[:r.off]...)
+	for !r.eof() {
+		id := r.byte()
+		size := r.u32()
+		sub := r.bytes(int(size))
+		if r.err != nil {
+			return nil, fmt.Errorf("name section: %w", r.err)
+		}
+		if id >= 1 && id <= 3 {
+			var err error
+			if sub, err = m.nameMap(sub, id != 1); err != nil {
+				return nil, fmt.Errorf("name subsection %d: %w", id, err)
+			}
+		}
+		out = append(out, id)
+		out = binary.AppendUvarint(out, uint64(len(sub)))
+		out = append(out, sub...)
+	}
+	return out, nil
+}
+
+// nameMap renumbers the function indices of a name map, or of an indirect name map
+// (whose inner maps are copied).
+func (m *rewrite) nameMap(p []byte, indirect bool) ([]byte, error) {
+	r := &wreader{b: p}
+	n := r.u32()
+	out := binary.AppendUvarint(make([]byte, 0, len(p)+8), uint64(n))
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		out = binary.AppendUvarint(out, uint64(m.fn(r.u32())))
+		from := r.off
+		if indirect {
+			k := r.u32()
+			for j := uint32(0); j < k && r.err == nil; j++ {
+				r.u32()
+				r.name()
+			}
+		} else {
+			r.name()
+		}
+		out = append(out, p[from:r.off]...)
+	}
+	if r.err == nil && !r.eof() {
+		return nil, errors.New("trailing bytes")
+	}
+	return out, r.err
+}
+
+// code copies the code section, adding the check at each function's entry and at the
+// start of each loop body, and renumbering calls and ref.func.
+func (m *rewrite) code(p []byte) ([]byte, error) {
+	r := &wreader{b: p}
+	n := r.u32()
+	out := binary.AppendUvarint(make([]byte, 0, len(p)+len(p)/4), uint64(n))
 	var body []byte
 	for i := uint32(0); i < n; i++ {
 		size := r.u32()
@@ -215,7 +518,7 @@ func instrumentCode(p []byte, check []byte) ([]byte, error) {
 			return nil, fmt.Errorf("function %d: %w", i, r.err)
 		}
 		var err error
-		body, err = instrumentBody(body[:0], fb, check)
+		body, err = m.body(body[:0], fb)
 		if err != nil {
 			return nil, fmt.Errorf("function %d: %w", i, err)
 		}
@@ -228,7 +531,7 @@ func instrumentCode(p []byte, check []byte) ([]byte, error) {
 	return out, nil
 }
 
-func instrumentBody(out, fb, check []byte) ([]byte, error) {
+func (m *rewrite) body(out, fb []byte) ([]byte, error) {
 	r := &wreader{b: fb}
 	groups := r.u32()
 	for i := uint32(0); i < groups && r.err == nil; i++ {
@@ -239,18 +542,28 @@ func instrumentBody(out, fb, check []byte) ([]byte, error) {
 		return nil, fmt.Errorf("locals: %w", r.err)
 	}
 	out = append(out, fb[:r.off]...)
-	out = append(out, check...)
+	out = append(out, m.check...)
 	from := r.off
 	for !r.eof() {
 		op := r.byte()
+		switch op {
+		case 0x10, 0x12, 0xd2: // call return_call ref.func
+			out = append(out, fb[from:r.off]...)
+			out = binary.AppendUvarint(out, uint64(m.fn(r.u32())))
+			from = r.off
+			continue
+		}
 		if err := r.immediates(op); err != nil {
 			return nil, fmt.Errorf("at byte %d: %w", r.off, err)
 		}
 		if op == 0x03 { // loop: check at the top of every iteration
 			out = append(out, fb[from:r.off]...)
-			out = append(out, check...)
+			out = append(out, m.check...)
 			from = r.off
 		}
+	}
+	if r.err != nil {
+		return nil, r.err
 	}
 	return append(out, fb[from:]...), nil
 }

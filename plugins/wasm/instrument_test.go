@@ -23,8 +23,8 @@ func TestInstrumentKeepsModulesValid(t *testing.T) {
 	tests := []struct {
 		name string
 		wasm []byte
-		// checks is the number of interrupt checks expected: one per function body plus
-		// one per loop; -1 skips the count.
+		// checks is the number of fuel checks expected: one per function body plus one
+		// per loop; -1 skips the count.
 		checks int
 	}{
 		{"no globals, no exports", wasmtest.WATSource(t, `(module (func (loop $l (br $l))))`), 2},
@@ -53,6 +53,7 @@ func TestInstrumentKeepsModulesValid(t *testing.T) {
 	// other test of this package runs instrumented modules through the compiler.
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer rt.Close(ctx)
+	hostModules(t, rt)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out, err := instrument(tt.wasm)
@@ -64,12 +65,12 @@ func TestInstrumentKeepsModulesValid(t *testing.T) {
 				t.Fatalf("wazero refuses the instrumented module: %v", err)
 			}
 			defer cm.Close(ctx)
-			if _, err := instrument(out); err == nil || !strings.Contains(err.Error(), "reserves") {
-				t.Fatalf("no %s export: instrumenting the output again gives %v", interruptExport, err)
+			if _, err := instrument(out); err == nil || !strings.Contains(err.Error(), "only the host") {
+				t.Fatalf("no checkpoint import: instrumenting the output again gives %v", err)
 			}
 			if tt.checks >= 0 {
-				// global.get, if (empty), unreachable, end: the check's signature.
-				if n := bytes.Count(out, []byte{0x04, 0x40, 0x00, 0x0b}); n != tt.checks {
+				// i32.le_s, if (empty), call: the check's signature.
+				if n := bytes.Count(out, []byte{0x4c, 0x04, 0x40, 0x10}); n != tt.checks {
 					t.Errorf("%d checks, want %d", n, tt.checks)
 				}
 			}
@@ -89,7 +90,8 @@ func TestInstrumentRefuses(t *testing.T) {
 		want string
 	}{
 		{"not wasm", []byte("hello, world"), "not a WebAssembly"},
-		{"reserved export", wasmtest.WATSource(t, `(module (global (export "wasmplane.interrupt") i32 (i32.const 0)))`), "reserves"},
+		{"reserved export", wasmtest.WATSource(t, `(module (global (export "wasmplane.fuel") i32 (i32.const 0)))`), "reserves"},
+		{"imports the checkpoint", wasmtest.WATSource(t, `(module (import "wasmplane" "checkpoint" (func)))`), "only the host"},
 		{"truncated", wasmtest.WATSource(t, `(module (func (loop)))`)[:20], "unexpected end"},
 		{"unknown opcode", []byte("\x00asm\x01\x00\x00\x00" +
 			"\x01\x04\x01\x60\x00\x00" + // type () -> ()

@@ -36,7 +36,7 @@ type moduleEntry struct {
 	hasFree  bool
 	hasInit  bool
 	minPages uint32
-	// instrumented says the module carries the interrupt checks (instrument.go).
+	// instrumented says the module carries the fuel checks (instrument.go).
 	instrumented bool
 	refs         int // guarded by r.mu
 	ready        chan struct{}
@@ -139,7 +139,7 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, digest string) (*Mod
 }
 
 func (e *moduleEntry) compile(ctx context.Context, wasm []byte) error {
-	if e.r.cfg.termination == termInterrupt {
+	if e.r.cfg.termination == termCheckpoint {
 		iw, err := instrument(wasm)
 		if err != nil {
 			return &Error{Plugin: e.digest[:12], Kind: ErrInvalidModule, Err: fmt.Errorf("instrument: %w", err)}
@@ -178,7 +178,9 @@ func (e *moduleEntry) check(cm wazero.CompiledModule) error {
 		switch mod {
 		case "wasi_snapshot_preview1":
 		case abi.HostModule:
-			if name != abi.HostLog || !sig(d, []api.ValueType{i32, i32, i32}, nil) {
+			ok := name == abi.HostLog && sig(d, []api.ValueType{i32, i32, i32}, nil) ||
+				e.instrumented && name == checkpointImport && sig(d, nil, nil)
+			if !ok {
 				return fmt.Errorf("imports %s.%s, which this host does not grant", mod, name)
 			}
 		default:

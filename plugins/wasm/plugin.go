@@ -90,13 +90,17 @@ type Plugin struct {
 	cur    atomic.Pointer[instanceSet]
 	swapMu sync.Mutex
 	hm     map[string]*hookMetrics
+	// running holds one token per call of this plugin running guest code
+	// (RuntimeConfig.MaxConcurrentCallsPerPlugin).
+	running chan struct{}
 }
 
 // Load instantiates a plugin from a compiled module: it pre-warms Limits.Instances
 // instances, each checked for the ABI version and configured. The plugin takes its own
 // reference to m; the caller may Close m afterwards.
 func (r *Runtime) Load(ctx context.Context, m *Module, cfg PluginConfig) (*Plugin, error) {
-	p := &Plugin{r: r, cfg: cfg, label: cfg.Name, limits: cfg.Limits.withDefaults(r.cfg.MaxMemoryBytes)}
+	p := &Plugin{r: r, cfg: cfg, label: cfg.Name, limits: cfg.Limits.withDefaults(r.cfg.MaxMemoryBytes),
+		running: make(chan struct{}, r.cfg.MaxConcurrentCallsPerPlugin)}
 	if cfg.Namespace != "" {
 		p.label = cfg.Namespace + "/" + cfg.Name
 	}
@@ -258,10 +262,21 @@ func (p *Plugin) invoke(ctx context.Context, hook string, build func(*instance) 
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
+	// The plugin's slot first, then an instance, then the runtime's slot: a call never
+	// holds a slot of the runtime while it waits for something of its own plugin.
+	if err := enter(ctx, p.running, deadline); err != nil {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrTimeout, Err: fmt.Errorf("waiting for one of the plugin's %d call slots: %w", cap(p.running), err)}
+	}
+	defer func() { <-p.running }()
 	in, err := s.get(ctx, deadline)
 	if err != nil {
 		return err
 	}
+	if err := enter(ctx, p.r.calls, deadline); err != nil {
+		s.put(ctx, in, false)
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrTimeout, Err: fmt.Errorf("waiting for one of the host's %d call slots: %w", cap(p.r.calls), err)}
+	}
+	defer func() { <-p.r.calls }()
 	req, err := build(in)
 	if err != nil {
 		s.put(ctx, in, false)
@@ -274,4 +289,24 @@ func (p *Plugin) invoke(ctx context.Context, hook string, build func(*instance) 
 	discard := err != nil && (KindOf(err).discards() || (commit != nil && KindOf(err) != ErrInputTooLarge && KindOf(err) != ErrNotImplemented))
 	s.put(ctx, in, discard)
 	return err
+}
+
+// enter takes a token of sem, waiting for one until deadline or until ctx is done. Only
+// a call that has to wait pays for a timer.
+func enter(ctx context.Context, sem chan struct{}, deadline time.Time) error {
+	select {
+	case sem <- struct{}{}:
+		return nil
+	default:
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case sem <- struct{}{}:
+		return nil
+	case <-t.C:
+		return context.DeadlineExceeded
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -30,6 +31,14 @@ type RuntimeConfig struct {
 	// MaxMemoryBytes caps any plugin's memory limit; 0 means 4 GiB (the wasm32 maximum).
 	MaxMemoryBytes uint64
 
+	// MaxConcurrentCalls bounds the hook calls running guest code at once, across every
+	// plugin of the runtime; calls beyond it wait for a slot until their deadline. 0 means
+	// GOMAXPROCS + 1 (see docs/wasm-rationale.md, "Bounding guest concurrency").
+	MaxConcurrentCalls int
+	// MaxConcurrentCallsPerPlugin bounds one plugin's calls running at once, so that one
+	// plugin cannot take every slot; 0 means MaxConcurrentCalls - 1 (at least 1).
+	MaxConcurrentCallsPerPlugin int
+
 	// termination is how deadlines stop guests; only benchmarks change the default.
 	termination termination
 }
@@ -45,9 +54,10 @@ type Runtime struct {
 	mu      sync.Mutex
 	modules map[string]*moduleEntry
 
-	instances sync.Map // instance name -> *instance, for host functions and the watchdog
+	instances sync.Map // instance name -> *instance, for host functions
 	seq       atomic.Uint64
-	wd        *watchdog
+	// calls holds one token per hook call running guest code (MaxConcurrentCalls).
+	calls chan struct{}
 }
 
 // NewRuntime starts a wazero runtime with the WASI sandbox and the wasmplane host module.
@@ -58,6 +68,13 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.MaxMemoryBytes == 0 || cfg.MaxMemoryBytes > 1<<32 {
 		cfg.MaxMemoryBytes = 1 << 32
 	}
+	if cfg.MaxConcurrentCalls <= 0 {
+		cfg.MaxConcurrentCalls = runtime.GOMAXPROCS(0) + 1
+	}
+	if cfg.MaxConcurrentCallsPerPlugin <= 0 {
+		cfg.MaxConcurrentCallsPerPlugin = max(1, cfg.MaxConcurrentCalls-1)
+	}
+	cfg.MaxConcurrentCallsPerPlugin = min(cfg.MaxConcurrentCallsPerPlugin, cfg.MaxConcurrentCalls)
 	var cache wazero.CompilationCache
 	var err error
 	if cfg.CacheDir != "" {
@@ -78,6 +95,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		rt:      wazero.NewRuntimeWithConfig(ctx, rc),
 		cache:   cache,
 		modules: map[string]*moduleEntry{},
+		calls:   make(chan struct{}, cfg.MaxConcurrentCalls),
 	}
 	r.metrics, err = newMetrics(cfg.Registerer)
 	if err != nil {
@@ -93,19 +111,20 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		WithGoModuleFunction(api.GoModuleFunc(r.hostLog), []api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).
 		WithParameterNames("level", "ptr", "len").
 		Export(abi.HostLog).
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(r.hostCheckpoint), nil, nil).
+		Export(checkpointImport).
 		Instantiate(ctx)
 	if err != nil {
 		_ = r.rt.Close(ctx)
 		return nil, fmt.Errorf("wasm: instantiate host module: %w", err)
 	}
-	r.wd = newWatchdog(r)
 	return r, nil
 }
 
 // Close stops every instance and frees the compiled code; plugins of this runtime stop
 // working. The on-disk cache is kept.
 func (r *Runtime) Close(ctx context.Context) error {
-	r.wd.stop()
 	err := r.rt.Close(ctx)
 	if cerr := r.cache.Close(ctx); err == nil {
 		err = cerr

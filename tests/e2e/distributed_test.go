@@ -75,6 +75,16 @@ func (d *daemon) kill9(t *testing.T) {
 	<-d.done
 }
 
+// exited tells whether the process has ended.
+func (d *daemon) exited() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // logCount counts the lines of the daemon's log matching re.
 func (d *daemon) logCount(re *regexp.Regexp) int {
 	b, _ := os.ReadFile(d.log)
@@ -110,90 +120,17 @@ func TestDistributed(t *testing.T) {
 	began := time.Now()
 	phase := func(what string) { t.Logf("%6.1fs %s", time.Since(began).Seconds(), what) }
 	root := t.TempDir()
-	home := filepath.Join(root, "home")
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	sleeper := artifacts.workload(t, "sleeper")
 	phase("workloads built")
-
-	// An etcd cluster of three members on loopback ports, started together: a member is
-	// ready once a quorum runs.
-	var initial, clientURLs []string
-	names := []string{"etcd-0", "etcd-1", "etcd-2"}
-	peerURLs := map[string]string{}
-	for _, n := range names {
-		peerURLs[n] = fmt.Sprintf("http://127.0.0.1:%d", testserver.FreePort(t))
-		clientURLs = append(clientURLs, fmt.Sprintf("http://127.0.0.1:%d", testserver.FreePort(t)))
-		initial = append(initial, n+"="+peerURLs[n])
-	}
-	var members []*daemon
-	for i, n := range names {
-		members = append(members, startDaemon(t, root, n, "etcd", "--name", n, "--data-dir", filepath.Join(root, n),
-			"--client-url", clientURLs[i], "--peer-url", peerURLs[n], "--initial-cluster", strings.Join(initial, ","),
-			"--initial-cluster-token", "e2e-distributed", "--log-level", "warn"))
-	}
-	for _, m := range members {
-		m.waitLog(t, etcdReady, 60*time.Second)
-	}
-	phase("etcd: 3 members ready")
-
-	// Two API servers on that etcd. The second reuses the first one's PKI directory: the
-	// same CA, serving certificate and ServiceAccount signing key, so that any client,
-	// node or token works with either.
-	upFlags := []string{"--etcd-servers", strings.Join(clientURLs, ","), "--disable-controllers", "--disable-scheduler", "--disable-kubelet"}
-	dirA, dirB := filepath.Join(root, "apiserver-a"), filepath.Join(root, "apiserver-b")
-	apiA := startUp(t, dirA, 0, upFlags...)
-	copyDir(t, filepath.Join(dirA, "pki"), filepath.Join(dirB, "pki"))
-	apiB := startUp(t, dirB, 0, upFlags...)
+	h := startHAPlane(t, root)
 	for _, f := range []string{"ca.crt", "ca.key", "sa.key", "apiserver.crt"} {
-		if !sameFile(t, filepath.Join(dirA, "pki", f), filepath.Join(dirB, "pki", f)) {
+		if !sameFile(t, filepath.Join(h.dirA, "pki", f), filepath.Join(h.dirB, "pki", f)) {
 			t.Fatalf("API server B replaced the shared pki/%s", f)
 		}
 	}
-	phase("API servers up at " + apiA.url + " and " + apiB.url)
-	c := &cluster{t: t, root: root, dir: dirA, proc: apiA, home: home}
-	c.connect()
-	csA := c.admin
-	csB := testserver.NewClientset(t, testserver.KubeconfigConfig(t, dirB, false))
-
-	// Component credentials, each kubeconfig pointing at one of the two servers.
-	kubeconfig := func(dataDir, user string, groups ...string) string {
-		out := filepath.Join(root, strings.ReplaceAll(user, ":", "_")+"@"+filepath.Base(dataDir)+".kubeconfig")
-		args := []string{"kubeconfig", "--data-dir", dataDir, "--user", user, "-o", out}
-		for _, g := range groups {
-			args = append(args, "--group", g)
-		}
-		if _, err := c.wp("", args...); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	schedConfig := c.writeFile("scheduler.yaml", `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-leaderElection:
-  leaseDuration: 4s
-  renewDeadline: 3s
-  retryPeriod: 500ms
-`)
-	type component struct {
-		d        *daemon
-		identity string
-	}
-	var cms, scheds []component
-	for i, dir := range []string{dirA, dirB} {
-		suffix := string(rune('a' + i))
-		// The controllers create and delete pods, ReplicaSets, … everywhere: they run as the
-		// admin (system:masters), as kube-controller-manager's shared credential would.
-		id := "controller-manager-" + suffix
-		cms = append(cms, component{identity: id, d: startDaemon(t, root, id, "controller-manager",
-			"--kubeconfig", filepath.Join(dir, "admin.kubeconfig"), "--identity", id, "--log-level", "info",
-			"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms")})
-		s := startDaemon(t, root, "scheduler-"+suffix, "scheduler", "--kubeconfig", kubeconfig(dir, "system:kube-scheduler"),
-			"--config", schedConfig, "--metrics-bind-address=", "--wasm-cache-dir", filepath.Join(root, "scheduler-cache-"+suffix), "--log-level", "info")
-		host, _ := os.Hostname()
-		scheds = append(scheds, component{d: s, identity: fmt.Sprintf("%s_%d", host, s.cmd.Process.Pid)})
-	}
+	phase("etcd: 3 members ready; API servers up at " + h.apiA.url + " and " + h.apiB.url)
+	c, csA, csB, cms, scheds := h.c, h.c.admin, h.csB, h.cms, h.scheds
+	dirA, dirB, apiB := h.dirA, h.dirB, h.apiB
 	agents := map[string]*daemon{}
 	for i, dir := range []string{dirA, dirB} {
 		node := "node-" + string(rune('a'+i))
@@ -201,7 +138,7 @@ leaderElection:
 		if _, err := c.wp("", "image", "import", sleeper, "--name", "sleeper:1", "--root", filepath.Join(agentRoot, "runtime")); err != nil {
 			t.Fatal(err)
 		}
-		agents[node] = startDaemon(t, root, "agent-"+node, "agent", "--kubeconfig", kubeconfig(dir, "system:node:"+node, "system:nodes"),
+		agents[node] = startDaemon(t, root, "agent-"+node, "agent", "--kubeconfig", h.kubeconfig(t, dir, "system:node:"+node, "system:nodes"),
 			"--node-name", node, "--root-dir", agentRoot, "--kubelet-port", "-1", "--client-ca-file", filepath.Join(dirA, "pki", "ca.crt"), "--log-level", "info")
 	}
 	eventually(t, 60*time.Second, "both nodes Ready", func(ctx context.Context) (bool, error) {
@@ -211,18 +148,6 @@ leaderElection:
 
 	// One leader each: the Lease names one of the candidates, and only that one started
 	// working.
-	leader := func(ctx context.Context, cs kubernetes.Interface, lease string, cands []component) (component, bool) {
-		l, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, lease, metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return component{}, false
-		}
-		for _, c := range cands {
-			if c.identity == *l.Spec.HolderIdentity {
-				return c, true
-			}
-		}
-		return component{}, false
-	}
 	var cmLeader, schedLeader component
 	eventually(t, 60*time.Second, "a controller-manager and a scheduler leader", func(ctx context.Context) (bool, error) {
 		var ok1, ok2 bool
@@ -279,12 +204,6 @@ leaderElection:
 	// kill -9 the leader scheduler and the leader controller-manager: the others take their
 	// Leases (4 s here, instead of the default 15 s) and between them create and schedule the
 	// pods of a scale-up.
-	otherOf := func(cands []component, leader component) component {
-		if cands[0].identity == leader.identity {
-			return cands[1]
-		}
-		return cands[0]
-	}
 	otherSched, otherCM := otherOf(scheds, schedLeader), otherOf(cms, cmLeader)
 	schedLeader.d.kill9(t)
 	cmLeader.d.kill9(t)

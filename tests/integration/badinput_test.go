@@ -83,6 +83,8 @@ func TestBadInput(t *testing.T) {
 		{name: "stale resourceVersion on update", method: "PUT", path: cms + "/existing", contentType: jsonCT,
 			body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"existing","resourceVersion":"` + staleRV + `"},"data":{"k":"stale"}}`,
 			code: 409, reason: metav1.StatusReasonConflict},
+		{name: "update of a missing ConfigMap (no create on update)", method: "PUT", path: cms + "/new", contentType: jsonCT, body: cm(""),
+			code: 404, reason: metav1.StatusReasonNotFound},
 		{name: "unknown field, fieldValidation=Strict", method: "POST", path: cms + "?fieldValidation=Strict", contentType: jsonCT,
 			body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"new"},"bogus":1}`,
 			code: 400, reason: metav1.StatusReasonBadRequest, message: `unknown field "bogus"`},

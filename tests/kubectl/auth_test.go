@@ -85,3 +85,71 @@ func TestKubectlAuth(t *testing.T) {
 		t.Fatalf("dana applying a ConfigMap in her namespace: %v", err)
 	}
 }
+
+// TestKubectlImpersonation runs kubectl's --as and --as-group: the admin may impersonate
+// anyone, a user holding the impersonate verb on one name only that name, and the
+// impersonated request has the impersonated user's rights.
+func TestKubectlImpersonation(t *testing.T) {
+	s := testserver.StartAPI(t)
+	ctx := context.Background()
+	admin := s.Clientset(t, false)
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "impersonate-jane"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"users"}, Verbs: []string{"impersonate"}, ResourceNames: []string{"jane"}}}}
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "dana-impersonates-jane"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "impersonate-jane"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "dana"}}}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := s.IssueClientCertificate("dana")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := server.Kubeconfig(&rest.Config{Host: s.URL(), TLSClientConfig: rest.TLSClientConfig{CAData: s.CA(), CertData: certPEM, KeyData: keyPEM}}, "dana")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dana := &kubectl{kubeconfig: writeFile(t, t.TempDir(), "dana.kubeconfig", string(data)), home: t.TempDir(), ns: "default"}
+	root := &kubectl{kubeconfig: filepath.Join(s.DataDir, "admin.kubeconfig"), home: t.TempDir(), ns: "default"}
+
+	out, err := root.run(t, "", "auth", "whoami", "--as=jane", "-o", "jsonpath={.status.userInfo.username} {.status.userInfo.groups}")
+	if err != nil || out != `jane ["system:authenticated"]` {
+		t.Fatalf("admin whoami --as=jane: %q %v", out, err)
+	}
+	out, err = root.run(t, "", "auth", "whoami", "--as=jane", "--as-group=devs", "--as-group=ops", "-o", "jsonpath={.status.userInfo.groups}")
+	if err != nil || out != `["devs","ops","system:authenticated"]` {
+		t.Fatalf("admin whoami --as=jane --as-group: %q %v", out, err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"auth", "can-i", "delete", "nodes"}, "yes"},
+		{[]string{"auth", "can-i", "delete", "nodes", "--as=jane"}, "no"},
+		{[]string{"auth", "can-i", "delete", "nodes", "--as=jane", "--as-group=system:masters"}, "yes"},
+	} {
+		out, _ := root.run(t, "", c.args...)
+		if strings.TrimSpace(out) != c.want {
+			t.Errorf("kubectl %s: %q, want %q", strings.Join(c.args, " "), strings.TrimSpace(out), c.want)
+		}
+	}
+	_, err = root.run(t, configMapYAML, "create", "-f", "-", "--as=jane")
+	if err == nil || !strings.Contains(err.Error(), `configmaps is forbidden: User "jane" cannot create resource "configmaps" in API group "" in the namespace "default"`) {
+		t.Fatalf("a create as jane: want 403 for jane, got %v", err)
+	}
+	// dana may impersonate jane (once the authorizer has seen the binding), not bob.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		out, err := dana.run(t, "", "auth", "whoami", "--as=jane", "-o", "jsonpath={.status.userInfo.username}")
+		return err == nil && out == "jane", nil
+	})
+	if err != nil {
+		t.Fatalf("dana never could impersonate jane: %v", err)
+	}
+	_, err = dana.run(t, "", "get", "configmaps", "--as=bob")
+	if err == nil || !strings.Contains(err.Error(), `User "dana" cannot impersonate`) {
+		t.Fatalf("dana as bob: want 403, got %v", err)
+	}
+}

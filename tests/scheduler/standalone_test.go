@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -117,4 +118,80 @@ func TestStandaloneWithLeaderElection(t *testing.T) {
 		}
 	}
 	_ = v1.PodScheduled
+}
+
+// TestStandaloneStandsAgainAfterLosingLease: a scheduler whose Lease is taken from it (as
+// when it cannot renew while etcd changes leader) stops scheduling, keeps running as a
+// candidate, takes the Lease back once the other holder's expires and schedules again.
+func TestStandaloneStandsAgainAfterLosingLease(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	inst, err := server.Start(ctx, server.Config{DataDir: t.TempDir(), Port: 0, DisableScheduler: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	client, err := kubernetes.NewForConfig(inst.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lease = "wasmplane-scheduler-restand"
+	cfg := scheduler.DefaultConfiguration()
+	cfg.LeaderElection.ResourceName = lease
+	cfg.LeaderElection.LeaseDuration = metav1.Duration{Duration: 2 * time.Second}
+	cfg.LeaderElection.RenewDeadline = metav1.Duration{Duration: 1500 * time.Millisecond}
+	cfg.LeaderElection.RetryPeriod = metav1.Duration{Duration: 200 * time.Millisecond}
+	done := make(chan error, 1)
+	go func() {
+		done <- scheduler.RunStandalone(ctx, inst.RESTConfig(), scheduler.StandaloneOptions{Configuration: cfg, Logger: quiet, Identity: "restand-1"})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunStandalone: %v", err)
+		}
+	}()
+	e := &env{client: client}
+	e.createNode(t, nodeSpec{name: "n1", cpu: "4", mem: "8Gi"})
+	e.createNamespace(t, "restand")
+	e.createPod(t, basePod("restand", "before"))
+	e.waitBound(t, "restand", "before", 30*time.Second)
+
+	// Another identity takes the Lease, as a rival would after this holder missed renewals.
+	holder := func(ctx context.Context) string {
+		l, err := client.CoordinationV1().Leases("kube-system").Get(ctx, lease, metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := client.CoordinationV1().Leases("kube-system").Get(ctx, lease, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		rival := "rival"
+		now := metav1.NewMicroTime(time.Now())
+		l.Spec.HolderIdentity, l.Spec.AcquireTime, l.Spec.RenewTime = &rival, &now, &now
+		_, err = client.CoordinationV1().Leases("kube-system").Update(ctx, l, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("taking the Lease: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("RunStandalone returned after losing its Lease: %v", err)
+	default:
+	}
+	// The rival never renews: the scheduler must take the Lease back and schedule again.
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		return holder(ctx) == "restand-1", nil
+	})
+	if err != nil {
+		t.Fatalf("the scheduler did not stand again (holder %q): %v", holder(ctx), err)
+	}
+	e.createPod(t, basePod("restand", "after"))
+	e.waitBound(t, "restand", "after", 30*time.Second)
 }

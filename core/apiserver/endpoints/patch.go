@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/wasmplane/wasmplane/core/apiserver/apply"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
@@ -94,7 +96,7 @@ func applyPatch(pt types.PatchType, original, patch []byte, dataStruct runtime.O
 		}
 		out, err := ops.Apply(original)
 		if err != nil {
-			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schemaGR(), "", err.Error(), 0, false)
+			return nil, jsonPatchFailed(ops, err)
 		}
 		return out, nil
 	case types.MergePatchType:
@@ -117,6 +119,28 @@ func applyPatch(pt types.PatchType, original, patch []byte, dataStruct runtime.O
 		}
 		return out, nil
 	}
+}
+
+// jsonPatchFailed is the 422 of a JSON patch that does not apply. The message is
+// Kubernetes' (generic); the library's error, which names the failing operation's path
+// ("testing value /metadata/labels/a failed: test failed"), goes in a cause, with the
+// path as its field when a test operation failed, so that clients can tell which.
+func jsonPatchFailed(ops jsonpatch.Patch, err error) error {
+	st := apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schemaGR(), "", err.Error(), 0, false)
+	cause := metav1.StatusCause{Type: metav1.CauseTypeFieldValueInvalid, Message: err.Error()}
+	msg := err.Error()
+	for _, op := range ops {
+		p, perr := op.Path()
+		if op.Kind() != "test" || perr != nil {
+			continue
+		}
+		if strings.Contains(msg, "testing value "+p+" failed") || strings.Contains(msg, "is missing path: "+p+":") || strings.Contains(msg, "for path: '"+p+"'") {
+			cause.Field = p
+			break
+		}
+	}
+	st.ErrStatus.Details.Causes = []metav1.StatusCause{cause}
+	return st
 }
 
 // PatchBody reads a PATCH request's type and body, refusing types other than JSON, merge

@@ -3,6 +3,8 @@ package endpoints
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -32,9 +34,10 @@ func (s *Scope) Watch(w http.ResponseWriter, req *http.Request, r Request, opts 
 		s.Codecs.WriteError(w, req, apierrors.NewBadRequest("no stream serializer for "+out.Info.MediaType))
 		return
 	}
-	timeout := MinWatchTimeout + time.Duration(rand.Int64N(int64(MinWatchTimeout)))
-	if opts.TimeoutSeconds != nil {
-		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+	timeout, err := watchTimeout(opts.TimeoutSeconds)
+	if err != nil {
+		s.Codecs.WriteError(w, req, err)
+		return
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), timeout)
 	defer cancel()
@@ -103,6 +106,20 @@ func (s *Scope) Watch(w http.ResponseWriter, req *http.Request, r Request, opts 
 			}
 		}
 	}
+}
+
+// watchTimeout is how long a watch lasts: timeoutSeconds when positive; when absent or
+// 0, as Kubernetes, a random duration in [MinWatchTimeout, 2*MinWatchTimeout) so that
+// clients do not all rewatch at once. A negative timeoutSeconds is refused with 400.
+func watchTimeout(seconds *int64) (time.Duration, error) {
+	if seconds != nil && *seconds < 0 {
+		return 0, apierrors.NewBadRequest(fmt.Sprintf("timeoutSeconds must be zero or positive, got %d", *seconds))
+	}
+	if seconds != nil && *seconds > 0 {
+		// Clamped so that a huge value cannot overflow into an expired deadline.
+		return time.Duration(min(*seconds, int64(math.MaxInt64/time.Second))) * time.Second, nil
+	}
+	return MinWatchTimeout + time.Duration(rand.Int64N(int64(MinWatchTimeout))), nil
 }
 
 func (s *Scope) watchTable(obj runtime.Object, req *http.Request, withColumns bool) (runtime.Object, error) {

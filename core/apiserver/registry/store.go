@@ -621,11 +621,18 @@ func (s *Store) Delete(ctx context.Context, namespace, name string, opts *metav1
 	if wopts.DryRun {
 		return current, false, nil
 	}
+	// The checks above read the object before this write: storage checks the client's
+	// resourceVersion precondition again in the write itself, or a write between the two
+	// would be deleted despite it.
+	uid := cm.GetUID()
+	pre := &storage.Preconditions{UID: &uid}
+	if opts.Preconditions != nil {
+		pre.ResourceVersion = opts.Preconditions.ResourceVersion
+	}
 	if grace > 0 || len(finalizers) > 0 || s.Resource.OnDeleteMarked != nil || s.retain(current) {
-		uid := cm.GetUID()
 		out := s.Resource.NewFunc()
 		var gone bool
-		err := s.Storage.GuaranteedUpdate(ctx, key, out, false, &storage.Preconditions{UID: &uid}, func(obj runtime.Object, _ storage.ResponseMeta) (runtime.Object, error) {
+		err := s.Storage.GuaranteedUpdate(ctx, key, out, false, pre, func(obj runtime.Object, _ storage.ResponseMeta) (runtime.Object, error) {
 			m, err := meta.Accessor(obj)
 			if err != nil {
 				return nil, apierrors.NewInternalError(err)
@@ -657,10 +664,10 @@ func (s *Store) Delete(ctx context.Context, namespace, name string, opts *metav1
 		if !gone {
 			return out, false, nil
 		}
+		pre = &storage.Preconditions{UID: &uid} // the update above changed the resourceVersion
 	}
-	uid := cm.GetUID()
 	out := s.Resource.NewFunc()
-	if err := s.Storage.Delete(ctx, key, out, &storage.Preconditions{UID: &uid}, nil); err != nil {
+	if err := s.Storage.Delete(ctx, key, out, pre, nil); err != nil {
 		return nil, false, err
 	}
 	return out, true, nil

@@ -24,6 +24,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/wasmplane/wasmplane/plugins/wasm"
 	"github.com/wasmplane/wasmplane/runtime/cri/crilog"
 )
 
@@ -58,6 +59,14 @@ func (s *Server) compile(id string) (wazero.CompiledModule, error) {
 			return
 		}
 		start := time.Now()
+		// Fuel checks make a spinning guest come back into Go by itself (checkpoint in
+		// serve): wazero's own checks are only at loop headers, and a guest that
+		// recurses without looping would hold its thread, starve the server and outlive
+		// StopContainer.
+		if b, e.err = wasm.Instrument(b); e.err != nil {
+			e.err = fmt.Errorf("instrument: %w", e.err)
+			return
+		}
 		// The server context, not the request's: the result is shared by later callers.
 		e.mod, e.err = s.rt.CompileModule(s.ctx, b)
 		if e.err == nil {

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/wasmplane/wasmplane/plugins/wasm"
 	"github.com/wasmplane/wasmplane/runtime/cri/images"
 )
 
@@ -162,6 +163,9 @@ func serve(ctx context.Context, cfg Config, cacheDir string) (*Server, error) {
 	}
 	if _, err := wasi_snapshot_preview1.Instantiate(sctx, s.rt); err != nil {
 		return fail(fmt.Errorf("wasi: instantiate WASI: %w", err))
+	}
+	if err := wasm.InstantiateCheckpoint(sctx, s.rt); err != nil {
+		return fail(fmt.Errorf("wasi: %w", err))
 	}
 	if err := s.load(); err != nil {
 		return fail(err)
