@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -353,6 +354,16 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 			c.log.Warn("building the OpenAPI document of a custom resource", "crd", crd.Name, "version", res.GroupVersion.Version, "err", err)
 		} else {
 			d.OpenAPIV3 = doc
+			// Apply merges lists and maps as the schema's list-type and map-type say.
+			if tc, err := managedfields.NewTypeConverter(doc.Components.Schemas, preserveUnknown(crd)); err == nil {
+				res.TypeConverter = tc
+			} else {
+				c.log.Warn("building the apply type converter of a custom resource", "crd", crd.Name, "version", res.GroupVersion.Version, "err", err)
+			}
+		}
+		if res.TypeConverter == nil {
+			// Without a usable schema apply still works, with lists replaced whole.
+			res.TypeConverter = managedfields.NewDeducedTypeConverter()
 		}
 		defs = append(defs, d)
 	}
@@ -463,4 +474,10 @@ func unionAttrs(fns []func(runtime.Object) (labels.Set, fields.Set, error)) func
 		}
 		return ls, fs, nil
 	}
+}
+
+// preserveUnknown tells whether a CRD keeps fields its schema does not name (the
+// deprecated top-level flag), which apply's type converter must know.
+func preserveUnknown(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	return crd.Spec.PreserveUnknownFields
 }

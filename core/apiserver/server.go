@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/wasmplane/wasmplane/core/admission"
 	"github.com/wasmplane/wasmplane/core/admission/plugins"
+	"github.com/wasmplane/wasmplane/core/apiserver/apply"
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
 	"github.com/wasmplane/wasmplane/core/apiserver/filters"
 	"github.com/wasmplane/wasmplane/core/apiserver/mux"
@@ -38,6 +39,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/kube-openapi/pkg/spec3"
 )
@@ -111,6 +113,8 @@ type Server struct {
 	traceSize       int
 	admission       registry.Admission
 	initializers    registry.Initializers
+	// typeConverter gives built-in kinds their merge semantics (parsed once).
+	typeConverter managedfields.TypeConverter
 	// mu serializes changes of the served resources; readers use cur only.
 	mu sync.Mutex
 	// cur is what is served now, replaced whole (copy on write) by each change.
@@ -182,7 +186,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.RuleResolver = noRules{}
 	}
 	s := &Server{codecs: endpoints.NewCodecs(cfg.Scheme), metrics: cfg.Metrics, scheme: cfg.Scheme, newStorage: cfg.Storage,
-		maxBody: cfg.MaxRequestBodyBytes, traceSize: cfg.TraceSize}
+		maxBody: cfg.MaxRequestBodyBytes, traceSize: cfg.TraceSize, typeConverter: apply.NewTypeConverter(cfg.Scheme)}
 	s.initializers = &initializerRegistry{s: s, waiting: cfg.InitializerWaiting}
 	s.admission = builtinAdmission(s, &cfg)
 	s.cur.Store(s.newSnapshot(nil))
@@ -423,7 +427,11 @@ func (s *Server) serve(d endpoints.Definition) (*served, error) {
 		// serves custom resources.
 		codecs = codecs.WithoutProtobuf()
 	}
-	scope := &endpoints.Scope{Store: store, Codecs: codecs, MaxRequestBodyBytes: s.maxBody, Admission: s.admission}
+	fields, err := fieldManagers(s.scheme, s.typeConverter, res)
+	if err != nil {
+		return nil, err
+	}
+	scope := &endpoints.Scope{Store: store, Codecs: codecs, MaxRequestBodyBytes: s.maxBody, Admission: s.admission, Fields: fields}
 	a := &endpoints.APIResource{Scope: scope}
 	if d.Subresources != nil {
 		a.Subresources = d.Subresources(scope)
@@ -586,3 +594,23 @@ func (r *statusRecorder) Flush() {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// fieldManagers builds the managedFields keepers of a resource: its object and, when it
+// has one, its status.
+func fieldManagers(scheme *runtime.Scheme, tc managedfields.TypeConverter, res *registry.Resource) (*apply.Managers, error) {
+	cfg := apply.Config{Scheme: scheme, Kind: res.GroupVersionKind(), TypeConverter: tc, Default: res.Strategy.Default, ResetFields: res.ResetFields}
+	if res.TypeConverter != nil {
+		cfg.TypeConverter = res.TypeConverter
+	}
+	if res.StatusStrategy != nil {
+		cfg.Subresources = []string{apply.Status}
+		if cfg.ResetFields == nil {
+			cfg.ResetFields = apply.StatusResetFields(nil)
+		}
+	}
+	fields, err := apply.NewManagers(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("managed fields of %s: %w", res.GroupResource(), err)
+	}
+	return fields, nil
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/admission"
+	"github.com/wasmplane/wasmplane/core/apiserver/apply"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +36,8 @@ type Scope struct {
 	Admission registry.Admission
 	// Now is the clock used for ages in tables; nil = time.Now.
 	Now func() time.Time
+	// Fields keeps managedFields and serves apply; nil = neither.
+	Fields *apply.Managers
 }
 
 func (s *Scope) resource() *registry.Resource { return s.Store.Resource }
@@ -203,6 +206,11 @@ func (s *Scope) Create(w http.ResponseWriter, req *http.Request, r Request) {
 		if err != nil {
 			return nil, err
 		}
+		manager, err := managerFor(req, "CreateOptions")
+		if err != nil {
+			return nil, err
+		}
+		obj = s.trackUpdate(r, nil, nil, obj, manager)
 		return s.Store.Create(ctx, r.Namespace, obj, opts)
 	})
 }
@@ -280,10 +288,15 @@ func (s *Scope) Update(w http.ResponseWriter, req *http.Request, r Request, stra
 		if err != nil {
 			return nil, 0, err
 		}
+		manager, err := managerFor(req, "UpdateOptions")
+		if err != nil {
+			return nil, 0, err
+		}
 		uopts := s.Store.UpdateOptionsFor(wopts, strategy)
+		uopts.BeforeWrite = s.keepTimestamps(r)
 		var out runtime.Object
-		out, created, err = s.Store.Update(ctx, r.Namespace, r.Name, func(_ context.Context, _ runtime.Object) (runtime.Object, error) {
-			return obj.DeepCopyObject(), nil
+		out, created, err = s.Store.Update(ctx, r.Namespace, r.Name, func(_ context.Context, existing runtime.Object) (runtime.Object, error) {
+			return s.trackUpdate(r, strategy, existing, obj.DeepCopyObject(), manager), nil
 		}, uopts)
 		code := http.StatusOK
 		if created {

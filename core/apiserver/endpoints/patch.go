@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/wasmplane/wasmplane/core/apiserver/apply"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,37 +21,42 @@ import (
 // MaxJSONPatchOperations bounds a JSON patch, as Kubernetes does.
 const MaxJSONPatchOperations = 10000
 
-// Patch serves PATCH on one object (or its status with strategy set).
+// Patch serves PATCH on one object (or its status with strategy set); an apply patch
+// of a missing object creates it.
 func (s *Scope) Patch(w http.ResponseWriter, req *http.Request, r Request, strategy registry.Strategy) {
-	s.serve(w, req, http.StatusOK, func(ctx context.Context) (runtime.Object, error) {
+	var created bool
+	s.serveCode(w, req, func(ctx context.Context) (runtime.Object, int, error) {
 		ct := req.Header.Get("Content-Type")
 		mt, _, _ := mime.ParseMediaType(ct)
 		pt := types.PatchType(mt)
 		_, unstructuredObj := s.Store.Resource.NewFunc().(runtime.Unstructured)
-		switch pt {
-		case types.StrategicMergePatchType:
-			if unstructuredObj {
-				// A strategic merge patch needs Go struct tags a custom resource has not.
-				return nil, unsupportedMediaType(ct, []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.ApplyYAMLPatchType)})
-			}
-		case types.JSONPatchType, types.MergePatchType:
-		case types.ApplyYAMLPatchType, types.ApplyCBORPatchType:
-			return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", s.Store.Resource.GroupResource(), r.Name,
-				"server-side apply is not supported yet by wasmplane; use client-side `kubectl apply`", 0, false)
+		switch {
+		case pt == types.StrategicMergePatchType && unstructuredObj:
+			// A strategic merge patch needs Go struct tags a custom resource has not.
+			return nil, 0, unsupportedMediaType(ct, []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.ApplyYAMLPatchType)})
+		case pt == types.JSONPatchType, pt == types.MergePatchType, pt == types.StrategicMergePatchType, apply.IsApply(pt):
 		default:
-			return nil, unsupportedMediaType(ct, []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType)})
+			return nil, 0, unsupportedMediaType(ct, []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType), string(types.ApplyYAMLPatchType)})
 		}
 		patch, err := s.readBody(req)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
+		}
+		popts, err := patchOptions(req, pt)
+		if err != nil {
+			return nil, 0, err
 		}
 		wopts, err := s.writeOptionsFor(req, r)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		jsonInfo := s.Codecs.JSON()
 		enc := s.Codecs.Factory.EncoderForVersion(jsonInfo.Serializer, s.gv())
-		out, _, err := s.Store.Update(ctx, r.Namespace, r.Name, func(_ context.Context, existing runtime.Object) (runtime.Object, error) {
+		var out runtime.Object
+		out, created, err = s.Store.Update(ctx, r.Namespace, r.Name, func(_ context.Context, existing runtime.Object) (runtime.Object, error) {
+			if apply.IsApply(pt) {
+				return s.applyPatch(w, req, r, existing, patch, popts)
+			}
 			if existing == nil {
 				return nil, apierrors.NewNotFound(s.Store.Resource.GroupResource(), r.Name)
 			}
@@ -68,9 +74,16 @@ func (s *Scope) Patch(w http.ResponseWriter, req *http.Request, r Request, strat
 			if err != nil {
 				return nil, err
 			}
-			return obj, nil
-		}, registry.UpdateOptions{WriteOptions: wopts, Strategy: strategy, AllowUnconditional: true})
-		return out, err
+			return s.trackUpdate(r, strategy, existing, obj, popts.FieldManager), nil
+		}, registry.UpdateOptions{WriteOptions: wopts, Strategy: strategy, AllowUnconditional: true,
+			// Apply creates a missing object, on the object's endpoint only (as Kubernetes).
+			AllowCreate: apply.IsApply(pt) && strategy == nil,
+			BeforeWrite: s.keepTimestamps(r)})
+		code := http.StatusOK
+		if created {
+			code = http.StatusCreated
+		}
+		return out, code, err
 	})
 }
 

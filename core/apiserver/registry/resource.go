@@ -11,7 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // Strategy holds the per-resource rules of create and update.
@@ -95,6 +97,14 @@ type Resource struct {
 	// Verbs, when set, are the only verbs served and listed in discovery (create-only
 	// reviews); nil = every verb.
 	Verbs []string
+	// TypeConverter gives the merge semantics of server-side apply and managedFields
+	// (list types, map keys); nil = the server's converter for the kind. A custom resource
+	// sets its structural schema's.
+	TypeConverter managedfields.TypeConverter
+	// ResetFields are, by subresource ("" for the object, "status"), the fields a write
+	// through that endpoint cannot set and so does not own (Kubernetes' GetResetFields);
+	// nil = status for the object and spec for its status when StatusStrategy is set.
+	ResetFields map[string][]fieldpath.Path
 	// StoragePrefix is the storage key prefix of the objects, e.g. "/registry/pods":
 	// a namespaced object is kept at PREFIX/NAMESPACE/NAME, a cluster-scoped one at
 	// PREFIX/NAME. Kubernetes' layout is "/registry/RESOURCE" for its built-in groups

@@ -413,6 +413,10 @@ type UpdateOptions struct {
 	AllowCreate bool
 	// AllowUnconditional lets an update without resourceVersion through.
 	AllowUnconditional bool
+	// BeforeWrite, when set, sees the final object of an update of an existing object
+	// after validation, with old the stored one (managedFields keep their times when
+	// nothing else changed).
+	BeforeWrite func(obj, old runtime.Object)
 }
 
 // Update applies objFunc to the stored object with optimistic concurrency.
@@ -506,6 +510,9 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 		}
 		// The stored revision is the precondition of the write, not the client's copy.
 		accessor.SetResourceVersion(existingMeta.GetResourceVersion())
+		if opts.BeforeWrite != nil {
+			opts.BeforeWrite(obj, current)
+		}
 		if opts.DryRun {
 			dryRunResult = obj
 			return nil, errDryRunDone

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/wasmplane/wasmplane/core/apiserver/apply"
 	"net/http"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +50,7 @@ func Apps() []Definition {
 				},
 			},
 			StatusStrategy: statusOnly(),
+			ResetFields:    apply.StatusResetFields(map[string][]fieldpath.Path{apply.Status: {fieldpath.MakePathOrDie("metadata", "labels")}}),
 			Printer:        deploymentPrinter(),
 		}, Subresources: func(s *endpoints.Scope) []endpoints.Subresource {
 			return []endpoints.Subresource{endpoints.StatusSubresource(s, statusOnly()), scaleSubresource(s, deploymentScale{})}

@@ -5,7 +5,9 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"github.com/wasmplane/wasmplane/core/apiserver/apply"
 	"net/http"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"slices"
 	"strings"
 	"time"
@@ -45,6 +47,11 @@ func Certificates() []Definition {
 			NewFunc:     func() runtime.Object { return &certificatesv1.CertificateSigningRequest{} },
 			NewListFunc: func() runtime.Object { return &certificatesv1.CertificateSigningRequestList{} },
 			Strategy:    csrStrategy{}, StatusStrategy: csrStatusStrategy{},
+			ResetFields: map[string][]fieldpath.Path{
+				apply.Main:   {fieldpath.MakePathOrDie("status")},
+				apply.Status: {fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("status", "conditions")},
+				"approval":   {fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("status", "certificate")},
+			},
 			GetAttrs: func(obj runtime.Object) (labels.Set, fields.Set, error) {
 				c := obj.(*certificatesv1.CertificateSigningRequest)
 				return labels.Set(c.Labels), fields.Set{"metadata.name": c.Name, "spec.signerName": c.Spec.SignerName}, nil
@@ -225,8 +232,9 @@ func (csrStatusStrategy) PrepareForCreate(context.Context, runtime.Object) {}
 // PrepareForUpdate keeps spec and metadata and the Approved/Denied conditions of old.
 func (csrStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	c, o := obj.(*certificatesv1.CertificateSigningRequest), old.(*certificatesv1.CertificateSigningRequest)
-	status := c.Status
+	status, managed := c.Status, c.ManagedFields
 	*c = *o.DeepCopy()
+	c.ManagedFields = managed
 	c.Status.Certificate = status.Certificate
 	c.Status.Conditions = mergeConditions(o.Status.Conditions, status.Conditions, false)
 }
@@ -288,8 +296,9 @@ func (csrApprovalStrategy) PrepareForCreate(context.Context, runtime.Object) {}
 // PrepareForUpdate keeps everything of old but the Approved and Denied conditions.
 func (csrApprovalStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	c, o := obj.(*certificatesv1.CertificateSigningRequest), old.(*certificatesv1.CertificateSigningRequest)
-	conds := c.Status.Conditions
+	conds, managed := c.Status.Conditions, c.ManagedFields
 	*c = *o.DeepCopy()
+	c.ManagedFields = managed
 	c.Status.Conditions = mergeConditions(o.Status.Conditions, conds, true)
 }
 

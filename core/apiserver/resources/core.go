@@ -130,8 +130,11 @@ func statusOnly() registry.Strategy {
 	return &strategy{prepareUpdate: func(obj, old runtime.Object) {
 		nv := reflect.ValueOf(obj).Elem()
 		status := nv.FieldByName("Status").Interface()
+		// managedFields record the status write itself.
+		managed := obj.(metav1.Object).GetManagedFields()
 		nv.Set(reflect.ValueOf(old.DeepCopyObject()).Elem())
 		nv.FieldByName("Status").Set(reflect.ValueOf(status))
+		obj.(metav1.Object).SetManagedFields(managed)
 	}}
 }
 

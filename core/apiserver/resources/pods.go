@@ -3,7 +3,9 @@ package resources
 import (
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/core/apiserver/apply"
 	"net/http"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +43,8 @@ func podResource() *registry.Resource {
 			validateOnUpdate: true,
 		},
 		StatusStrategy: statusOnly(),
+		ResetFields: apply.StatusResetFields(map[string][]fieldpath.Path{apply.Status: {
+			fieldpath.MakePathOrDie("metadata", "deletionTimestamp"), fieldpath.MakePathOrDie("metadata", "ownerReferences")}}),
 		GetAttrs: func(obj runtime.Object) (labels.Set, fields.Set, error) {
 			p := obj.(*corev1.Pod)
 			return labels.Set(p.Labels), podFields(p), nil
