@@ -226,11 +226,17 @@ func New(cfg Config) (*Server, error) {
 	}))
 	var h http.Handler = restHandler{s: s, other: paths}
 	h = withRequestMetrics(h, cfg.Metrics)
-	h = filters.WithMaxInFlight(h, cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, s.codecs.WriteError)
-	authorized := filters.WithAuthorization(h, cfg.Authorizer, s.codecs.WriteError)
-	authorized = filters.WithRequestInfo(filters.WithImpersonation(authorized, cfg.Authorizer, s.codecs.WriteError))
-	s.Handler = filters.WithPanicRecovery(filters.WithAuthentication(authorized, cfg.Authenticator, s.codecs.WriteError), s.codecs.WriteError)
-	s.InsecureHandler = filters.WithPanicRecovery(filters.WithAuthentication(h, filters.AdminAuthenticator{}, s.codecs.WriteError), s.codecs.WriteError)
+	// The filters in kube-apiserver's order, innermost first: authorization, max in flight,
+	// impersonation, authentication, request info, panic recovery. Requests wait for an
+	// in-flight slot as the user they act as, before authorization, as Kubernetes' do.
+	chain := filters.WithAuthorization(h, cfg.Authorizer, s.codecs.WriteError)
+	chain = filters.WithMaxInFlight(chain, cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, s.codecs.WriteError)
+	chain = filters.WithImpersonation(chain, cfg.Authorizer, s.codecs.WriteError)
+	chain = filters.WithAuthentication(chain, cfg.Authenticator, s.codecs.WriteError)
+	s.Handler = filters.WithPanicRecovery(filters.WithRequestInfo(chain), s.codecs.WriteError)
+	insecure := filters.WithMaxInFlight(h, cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, s.codecs.WriteError)
+	insecure = filters.WithAuthentication(insecure, filters.AdminAuthenticator{}, s.codecs.WriteError)
+	s.InsecureHandler = filters.WithPanicRecovery(filters.WithRequestInfo(insecure), s.codecs.WriteError)
 	return s, nil
 }
 
