@@ -129,8 +129,9 @@ func (s *instanceSet) newInstance(ctx context.Context) (_ *instance, err error) 
 		}
 		err = in.call(ctx, deadline, abi.HookConfigure, req, func(out []byte) error { return decodeResponse(out, &resp) })
 		if err != nil {
-			if KindOf(err) == ErrGuest {
-				return nil, &Error{Plugin: p.label, Hook: abi.HookConfigure, Kind: ErrConfigRejected, Err: err.(*Error).Err}
+			var guest *Error
+			if errors.As(err, &guest) && guest.Kind == ErrGuest {
+				return nil, &Error{Plugin: p.label, Hook: abi.HookConfigure, Kind: ErrConfigRejected, Err: guest.Err}
 			}
 			return nil, err
 		}
