@@ -46,13 +46,12 @@ func WithUser(ctx context.Context, u *User) context.Context { return authn.WithU
 // UserFrom returns the user of a request, if any.
 func UserFrom(ctx context.Context) (*User, bool) { return authn.UserFrom(ctx) }
 
-// Authenticator decides who a request is from; ok=false means "not authenticated".
-type Authenticator interface {
-	AuthenticateRequest(req *http.Request) (u *User, audiences []string, ok bool, err error)
-}
+// Authenticator decides who a request is from: the authn package's interface, named here
+// so that the filter's callers need not import authn for it.
+type Authenticator = authn.Authenticator
 
-// AdminAuthenticator treats every request as system:admin in system:masters; it is the
-// chain's only member until the authentication chain lands.
+// AdminAuthenticator treats every request as system:admin in system:masters: the
+// insecure loopback port's authenticator, and in-process tests'.
 type AdminAuthenticator struct{}
 
 // AuthenticateRequest implements Authenticator.
