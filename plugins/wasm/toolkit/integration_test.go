@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	admissionplugins "github.com/wasmplane/wasmplane/core/admission/plugins"
 	"io"
 	"log/slog"
 	"net/http"
@@ -70,8 +71,11 @@ func admission(labels string) string {
 // back.
 func TestScaffoldBuildRunInstall(t *testing.T) {
 	repo := wasmtest.ModuleRoot(t)
+	// One plugin per language lives in "default": more than the ceiling for namespaced
+	// plugins allows by default (tests/authz checks the ceiling itself).
 	inst, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), Port: 0,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		PluginCeilings: admissionplugins.PluginCeilings{PluginsPerNamespace: -1},
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
