@@ -3,6 +3,7 @@ package admission_test
 import (
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/core/server"
 	"slices"
 	"testing"
 	"time"
@@ -23,7 +24,8 @@ import (
 // and what each of five adds (five against none, divided by five); the goal is at most
 // 100 µs per plugin at p50.
 func BenchmarkPodCreateWasmValidate(b *testing.B) {
-	s := testserver.StartAPI(b)
+	// Five plugins share a namespace: more than the default ceiling for namespaced plugins.
+	s := testserver.StartAPI(b, func(c *server.Config) { c.PluginCeilings.PluginsPerNamespace = -1 })
 	e := envFor(b, s.Instance)
 	cs := s.Clientset(b, false)
 	ctx := context.Background()

@@ -47,9 +47,10 @@ func Start(t testing.TB) *Server {
 
 // StartAPI is Start without controllers and scheduler, so that nothing but the test
 // writes objects (a controller updating a Deployment would race a test's own update).
-func StartAPI(t testing.TB) *Server {
+// opts adjust the configuration before the server starts.
+func StartAPI(t testing.TB, opts ...func(*server.Config)) *Server {
 	t.Helper()
-	return start(t, t.TempDir(), 0, true)
+	return start(t, t.TempDir(), 0, true, opts...)
 }
 
 // StartAt runs an API-only server (see StartAPI) on dataDir and port (0 = a free one). A
@@ -60,13 +61,16 @@ func StartAt(t testing.TB, dataDir string, port int) *Server {
 	return start(t, dataDir, port, true)
 }
 
-func start(t testing.TB, dataDir string, port int, apiOnly bool) *Server {
+func start(t testing.TB, dataDir string, port int, apiOnly bool, opts ...func(*server.Config)) *Server {
 	t.Helper()
 	var inst *server.Instance
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
-		inst, err = server.Start(context.Background(), server.Config{DataDir: dataDir, Port: port, Logger: Logger(),
-			DisableControllers: apiOnly, DisableScheduler: apiOnly})
+		cfg := server.Config{DataDir: dataDir, Port: port, Logger: Logger(), DisableControllers: apiOnly, DisableScheduler: apiOnly}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		inst, err = server.Start(context.Background(), cfg)
 		if err != nil {
 			t.Logf("starting wasmplane (will retry): %v", err)
 			return false, nil
