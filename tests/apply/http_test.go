@@ -4,10 +4,8 @@
 package apply
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"testing"
@@ -32,24 +30,8 @@ func ctxFor(t *testing.T) context.Context {
 // do sends one raw request and returns the status and body.
 func do(t *testing.T, srv *testserver.Server, method, path, contentType, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctxFor(t), method, srv.URL()+path, bytes.NewBufferString(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := srv.HTTPClient(t).Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("reading response: %v", err)
-	}
-	return resp.StatusCode, data
+	code, _, data := srv.Do(t, ctxFor(t), method, path, contentType, body)
+	return code, data
 }
 
 func newNamespace(t *testing.T, cs kubernetes.Interface, name string) {

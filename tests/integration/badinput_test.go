@@ -1,11 +1,9 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"strings"
@@ -141,24 +139,7 @@ func TestBadInput(t *testing.T) {
 // do sends one raw request and returns the status, header and body.
 func do(t *testing.T, srv *testserver.Server, method, path, contentType, body string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), method, srv.URL()+path, bytes.NewBufferString(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := srv.HTTPClient(t).Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("reading response: %v", err)
-	}
-	return resp.StatusCode, resp.Header, data
+	return srv.Do(t, context.Background(), method, path, contentType, body)
 }
 
 func hasCause(st metav1.Status, field string) bool {

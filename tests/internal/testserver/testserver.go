@@ -5,6 +5,7 @@ package testserver
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -235,4 +236,28 @@ func UpURLs(stdout io.Reader) <-chan string {
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
 	return urls
+}
+
+// Do sends one raw request as the admin, asking for JSON, and returns the status, header
+// and body.
+func (s *Server) Do(t testing.TB, ctx context.Context, method, path, contentType, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, s.URL()+path, bytes.NewBufferString(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := s.HTTPClient(t).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading response: %v", err)
+	}
+	return resp.StatusCode, resp.Header, data
 }
