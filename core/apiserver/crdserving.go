@@ -135,6 +135,10 @@ func (c *crdServer) consume(ctx context.Context, w watch.Interface) {
 			if !ok {
 				return
 			}
+			if e.Type == watch.Bookmark {
+				// A bookmark carries an empty object with only a resourceVersion.
+				continue
+			}
 			obj := e.Object
 			if co, ok := obj.(runtime.CacheableObject); ok {
 				obj = co.GetObject()

@@ -134,8 +134,13 @@ func TestInitializerTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal("a pod whose initializer never acted was not deleted")
 	}
-	events, err := e.cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedInitialization"})
-	if err != nil || len(events.Items) == 0 || !strings.Contains(events.Items[0].Message, "podimage.example.com") {
+	// The event is recorded after the delete succeeds, so it may trail the deletion.
+	var events *corev1.EventList
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err = e.cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedInitialization"})
+		return err == nil && len(events.Items) > 0, nil
+	})
+	if err != nil || !strings.Contains(events.Items[0].Message, "podimage.example.com") {
 		t.Fatalf("no FailedInitialization event naming the initializer: %v %v", events, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,110 @@ func TestPerfCommandExtraction(t *testing.T) {
 // docs/wasm-performance.md in a bounded form (bounded: -benchtime 1x, -nodes 20, -pods 10,
 // -rate 20, small phases for the API server benchmark, core/storage's fan-out at 2
 // watchers through FANOUT_WATCHERS), so a renamed benchmark, flag or package fails here.
+// staticCheck verifies, without building anything, that a documented command still names
+// what exists: the package or program directory, at least one Benchmark function of that
+// package matching -bench, and every -flag of a `go run` program. It is what CI checks for
+// every command; running them all is the long profile (WASMPLANE_PERF_COMMANDS=all).
+func staticCheck(root, doc string) error {
+	sh, target := bounded(doc)
+	if target == "" {
+		return fmt.Errorf("names no package or program")
+	}
+	dir := filepath.Join(root, strings.TrimSuffix(target, "/..."))
+	var src strings.Builder
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("%s holds no Go files", target)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", f, err)
+		}
+		src.Write(b)
+	}
+	f := strings.Fields(sh)
+	switch f[1] {
+	case "test":
+		i := slices.Index(f, "-bench")
+		if i < 0 || i+1 >= len(f) {
+			return fmt.Errorf("go test without -bench")
+		}
+		// Only the top-level part of the pattern names a Benchmark function.
+		pattern := strings.Trim(strings.SplitN(f[i+1], "/", 2)[0], "'\"")
+		re, err := regexp.Compile(pattern)
+		if err != nil {
+			return fmt.Errorf("-bench %q: %w", pattern, err)
+		}
+		for _, m := range benchFunc.FindAllStringSubmatch(src.String(), -1) {
+			if re.MatchString(m[1]) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Benchmark function in %s matches -bench %q", target, pattern)
+	case "run":
+		// A quoted value (-up-args "--flag …") belongs to the program, not to its flags.
+		unquoted := regexp.MustCompile(`"[^"]*"|'[^']*'`).ReplaceAllString(sh, "")
+		for _, a := range strings.Fields(unquoted)[3:] {
+			name := strings.TrimLeft(a, "-")
+			if !strings.HasPrefix(a, "-") || name == "" || strings.Contains(name, "=") {
+				continue
+			}
+			if !strings.Contains(src.String(), strconv.Quote(name)) {
+				return fmt.Errorf("%s defines no flag -%s", target, name)
+			}
+		}
+	}
+	return nil
+}
+
+// benchFunc finds the benchmark functions of a package's sources.
+var benchFunc = regexp.MustCompile(`(?m)^func (Benchmark\w*)\(`)
+
+// TestPerformanceCommandsExist checks every documented benchmark command statically (see
+// staticCheck), in seconds.
+func TestPerformanceCommandsExist(t *testing.T) {
+	root := wasmtest.ModuleRoot(t)
+	for _, bad := range []string{
+		"go test -run XXX -bench BenchmarkNoSuchThing ./core/storage",
+		"go test -bench . ./no/such/package",
+		"go run ./tests/bench/apiserver -no-such-flag 3",
+	} {
+		if staticCheck(root, bad) == nil {
+			t.Errorf("the static check passed %q", bad)
+		}
+	}
+	for _, page := range perfPages {
+		md, err := os.ReadFile(filepath.Join(root, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range perfCommands(string(md)) {
+			if err := staticCheck(root, doc); err != nil {
+				t.Errorf("%s: %s: %v", page, doc, err)
+			}
+		}
+	}
+}
+
+// runsInShortProfile says whether CI runs a documented command: every `go run` program
+// (nothing else builds them with their documented flags), and the first command of each
+// test package; the rest run with WASMPLANE_PERF_COMMANDS=all (scripts/perf-commands.sh).
+func runsInShortProfile(doc string, seen map[string]bool) bool {
+	if os.Getenv("WASMPLANE_PERF_COMMANDS") == "all" {
+		return true
+	}
+	_, target := bounded(doc)
+	if strings.HasPrefix(doc, "go run ") {
+		return true
+	}
+	if seen[target] {
+		return false
+	}
+	seen[target] = true
+	return true
+}
+
 // A command must name something that runs: `go test -bench` matching no benchmark fails.
 //
 // The side-by-side run with the real kube-scheduler (`-peer PATH`) needs that binary,
@@ -164,6 +269,7 @@ func TestPerformanceCommands(t *testing.T) {
 	env := append(os.Environ(), "WASMPLANE_BIN="+wasmplaneBin, "FANOUT_WATCHERS=2")
 	start := time.Now()
 	n := 0
+	seen := map[string]bool{}
 	for _, page := range perfPages {
 		md, err := os.ReadFile(filepath.Join(root, page))
 		if err != nil {
@@ -174,6 +280,9 @@ func TestPerformanceCommands(t *testing.T) {
 			t.Fatalf("%s names no benchmark command", page)
 		}
 		for _, doc := range cmds {
+			if !runsInShortProfile(doc, seen) {
+				continue
+			}
 			n++
 			sh, target := bounded(doc)
 			if strings.Contains(doc, " -peer ") {
