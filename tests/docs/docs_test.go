@@ -27,8 +27,10 @@
 // The other pages with commands are run by the other tests here: TestCRIPage (the crictl
 // walk-through of docs/cri-conformance.md), TestRuntimePagesNameWhatTestsRun (the
 // commands that need root and containerd, or critest, must be what tests/e2e and
-// scripts/critest.sh run) and TestPerformanceCommands (every benchmark command of
-// docs/performance.md and docs/wasm-performance.md, at small sizes). docs/architecture.md
+// scripts/critest.sh run), TestPerformanceCommandsExist (every benchmark command of
+// docs/performance.md and docs/wasm-performance.md names a package, benchmark and flags that
+// exist) and TestPerformanceCommands (runs them at small sizes: a slice in CI, all of them
+// with WASMPLANE_PERF_COMMANDS=all). docs/architecture.md
 // has no commands.
 package docs
 
