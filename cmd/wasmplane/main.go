@@ -136,6 +136,7 @@ func newUp() *cobra.Command {
 	f.BoolVar(&cfg.DisableControllers, "disable-controllers", false, "do not run the controllers (run wasmplane controller-manager instead)")
 	f.BoolVar(&cfg.DisableScheduler, "disable-scheduler", false, "do not run the scheduler (run wasmplane scheduler instead)")
 	addCeilingFlags(f, &cfg.PluginCeilings)
+	addCallBoundFlags(f, &cfg.WasmCallBounds)
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&memoryLimit, "memory-limit", "", "soft limit of the process's memory (e.g. 1800Mi): garbage is collected more often near it; the default lets the heap grow to twice what is live")
 	return cmd

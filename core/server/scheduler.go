@@ -27,14 +27,14 @@ func startScheduler(ctx context.Context, cfg *rest.Config, log *slog.Logger) (st
 // startSchedulerWithMetrics is startScheduler registering the scheduler metrics on reg
 // (e.g. the API server's /metrics registry; nil = not exported), without WASM plugins.
 func startSchedulerWithMetrics(ctx context.Context, cfg *rest.Config, log *slog.Logger, reg prometheus.Registerer) (stop func(), err error) {
-	return startSchedulerWithPlugins(ctx, cfg, log, reg, "", false)
+	return startSchedulerWithPlugins(ctx, cfg, log, reg, "", false, wasm.CallBounds{})
 }
 
 // startSchedulerWithPlugins is startSchedulerWithMetrics that, when plugins is true, also
 // runs a scheduling-only WASM plugin manager with the scheduler's own runtime (compiled
 // code cached in cacheDir; "" = in memory), so WasmPlugin and ClusterWasmPlugin objects
 // with filter/score hooks join the scheduler's profiles and are hot-swapped in place.
-func startSchedulerWithPlugins(ctx context.Context, cfg *rest.Config, log *slog.Logger, reg prometheus.Registerer, cacheDir string, plugins bool) (stop func(), err error) {
+func startSchedulerWithPlugins(ctx context.Context, cfg *rest.Config, log *slog.Logger, reg prometheus.Registerer, cacheDir string, plugins bool, bounds wasm.CallBounds) (stop func(), err error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -54,7 +54,7 @@ func startSchedulerWithPlugins(ctx context.Context, cfg *rest.Config, log *slog.
 	if plugins {
 		host, _ := os.Hostname()
 		run, err := SchedulerPlugins(ctx, SchedulerPluginsConfig{RESTConfig: cfg, Scheduler: s, CacheDir: cacheDir,
-			Registerer: reg, ServerName: "scheduler-" + host, Logger: log})
+			Registerer: reg, CallBounds: bounds, ServerName: "scheduler-" + host, Logger: log})
 		if err != nil {
 			cancel()
 			return nil, err
@@ -91,6 +91,8 @@ type SchedulerPluginsConfig struct {
 	Registerer prometheus.Registerer
 	// ServerName identifies this scheduler in plugin status.
 	ServerName string
+	// CallBounds bound the guest code of the scheduler's plugins (zero: the defaults).
+	CallBounds wasm.CallBounds
 	// Logger (nil = slog.Default()).
 	Logger *slog.Logger
 }
@@ -124,7 +126,8 @@ func SchedulerPlugins(ctx context.Context, c SchedulerPluginsConfig) (run func()
 			return nil, fmt.Errorf("scheduler WASM cache: %w", err)
 		}
 	}
-	rt, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: c.CacheDir, Logger: log.With("component", "scheduler-wasm"), Registerer: registererWith(c.Registerer, "scheduler")})
+	rt, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: c.CacheDir, Logger: log.With("component", "scheduler-wasm"), Registerer: registererWith(c.Registerer, "scheduler"),
+		CallBounds: c.CallBounds})
 	if err != nil {
 		return nil, fmt.Errorf("starting the scheduler's WASM runtime: %w", err)
 	}

@@ -59,6 +59,9 @@ type Config struct {
 	// PluginCeilings cap the limits of tenants' (namespaced) WasmPlugins; zero fields take
 	// the defaults, negative ones lift the ceiling.
 	PluginCeilings admissionplugins.PluginCeilings
+	// WasmCallBounds bound the guest code that runs at once and suspend plugins that keep
+	// running out of time or memory (zero fields: the defaults).
+	WasmCallBounds wasm.CallBounds
 	// Logger receives structured logs; nil = slog.Default().
 	Logger *slog.Logger
 	// TLSSANs are extra names and IPs of the serving certificate.
@@ -250,7 +253,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The scheduler's runtime registers the same wasm metrics; the label tells them apart.
 	wasmRuntime, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: filepath.Join(cfg.DataDir, "wasm-cache"), Logger: log,
-		Registerer: registererWith(metrics, "apiserver")})
+		Registerer: registererWith(metrics, "apiserver"), CallBounds: cfg.WasmCallBounds})
 	if err != nil {
 		return fail(fmt.Errorf("starting the WASM runtime: %w", err))
 	}
@@ -371,7 +374,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	inst.closers = append(inst.closers, stopControllers)
 	inst.mu.Unlock()
 	if !cfg.DisableScheduler {
-		stopScheduler, err := startSchedulerWithPlugins(ctx, inst.loopbackConfig(), log, metrics, filepath.Join(cfg.DataDir, "wasm-cache-scheduler"), true)
+		stopScheduler, err := startSchedulerWithPlugins(ctx, inst.loopbackConfig(), log, metrics, filepath.Join(cfg.DataDir, "wasm-cache-scheduler"), true, cfg.WasmCallBounds)
 		if err != nil {
 			cancel()
 			<-inst.done

@@ -27,6 +27,9 @@ const (
 	ErrInvalidModule  Kind = "invalid-module"
 	ErrConfigRejected Kind = "config-rejected"
 	ErrClosed         Kind = "closed"
+	// ErrSuspended fails a call of a module that kept running out of time or memory
+	// (see RuntimeConfig.SuspendAfter); no guest code ran.
+	ErrSuspended Kind = "suspended"
 )
 
 // Error is the error of one failed load or call of a plugin.
@@ -73,7 +76,7 @@ func KindOf(err error) Kind {
 // discards tells whether a call failing with this kind must discard its instance.
 func (k Kind) discards() bool {
 	switch k {
-	case ErrGuest, ErrInputTooLarge, ErrBadInput, ErrNotImplemented, ErrClosed:
+	case ErrGuest, ErrInputTooLarge, ErrBadInput, ErrNotImplemented, ErrClosed, ErrSuspended:
 		return false
 	}
 	return true

@@ -14,15 +14,21 @@ import (
 func TestMain(m *testing.M) { wasmtest.Main(m) }
 
 // newTestRuntime returns a runtime with its own metrics registry and a quiet logger,
-// closed when the test ends.
+// closed when the test ends. Its plugins are never suspended (SuspendAfter -1): the tests
+// that fault a plugin over and over check each fault; TestFaultyPluginIsSuspended checks
+// the suspension.
 func newTestRuntime(tb testing.TB) (*Runtime, *prometheus.Registry) {
 	tb.Helper()
+	return newTestRuntimeWith(tb, RuntimeConfig{CallBounds: CallBounds{SuspendAfter: -1}})
+}
+
+// newTestRuntimeWith is newTestRuntime with cfg's other settings.
+func newTestRuntimeWith(tb testing.TB, cfg RuntimeConfig) (*Runtime, *prometheus.Registry) {
+	tb.Helper()
 	reg := prometheus.NewRegistry()
-	r, err := NewRuntime(context.Background(), RuntimeConfig{
-		CacheDir:   wasmtest.CacheDir(tb),
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Registerer: reg,
-	})
+	cfg.CacheDir, cfg.Registerer = wasmtest.CacheDir(tb), reg
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	r, err := NewRuntime(context.Background(), cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

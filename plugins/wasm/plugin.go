@@ -253,6 +253,19 @@ func (p *Plugin) invoke(ctx context.Context, hook string, build func(*instance) 
 	if !s.mod.e.hooks[hook] {
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrNotImplemented}
 	}
+	probe, err := s.brk.allow(start)
+	if err != nil {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrSuspended, Err: err}
+	}
+	ran := false
+	if probe {
+		// A probe that ends before running guest code leaves the next call to probe.
+		defer func() {
+			if !ran {
+				s.brk.abandon()
+			}
+		}()
+	}
 	deadline := start.Add(p.limits.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -283,6 +296,8 @@ func (p *Plugin) invoke(ctx context.Context, hook string, build func(*instance) 
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadInput, Err: err}
 	}
 	err = in.call(ctx, deadline, hook, req, decode)
+	ran = true
+	s.brk.record(time.Now(), probe, err)
 	if err == nil && commit != nil {
 		commit(in)
 	}

@@ -25,6 +25,8 @@ type instanceSet struct {
 	// flagsOnce keeps the configure flags of the first instance: every instance gets the
 	// same configuration, so they answer the same.
 	flagsOnce sync.Once
+	// brk suspends the module's calls while they keep running out of time or memory.
+	brk *breaker
 }
 
 func newInstanceSet(ctx context.Context, p *Plugin, mod *Module) (*instanceSet, error) {
@@ -34,6 +36,7 @@ func newInstanceSet(ctx context.Context, p *Plugin, mod *Module) (*instanceSet, 
 		idle:  make(chan *instance, p.limits.MaxInstances),
 		slots: make(chan struct{}, p.limits.MaxInstances),
 		done:  make(chan struct{}),
+		brk:   newBreaker(p.r.cfg),
 	}
 	s.refs.Store(1)
 	if mod.e.minPages > uint32(p.limits.MemoryBytes/65536) {

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tetratelabs/wazero"
@@ -31,6 +32,17 @@ type RuntimeConfig struct {
 	// MaxMemoryBytes caps any plugin's memory limit; 0 means 4 GiB (the wasm32 maximum).
 	MaxMemoryBytes uint64
 
+	// CallBounds bound how much guest code runs at once and suspend plugins that keep
+	// faulting; zero fields take the defaults.
+	CallBounds
+
+	// termination is how deadlines stop guests; only benchmarks change the default.
+	termination termination
+}
+
+// CallBounds are the runtime's protections of the host against its guests, chosen by the
+// operator (flags of `wasmplane up`).
+type CallBounds struct {
 	// MaxConcurrentCalls bounds the hook calls running guest code at once, across every
 	// plugin of the runtime; calls beyond it wait for a slot until their deadline. 0 means
 	// GOMAXPROCS (see docs/wasm-performance.md, "Bounding guest concurrency").
@@ -38,9 +50,14 @@ type RuntimeConfig struct {
 	// MaxConcurrentCallsPerPlugin bounds one plugin's calls running at once, so that one
 	// plugin cannot take every slot; 0 means MaxConcurrentCalls - 1 (at least 1).
 	MaxConcurrentCallsPerPlugin int
-
-	// termination is how deadlines stop guests; only benchmarks change the default.
-	termination termination
+	// SuspendAfter is how many calls of a module in a row may run out of time or memory
+	// before its calls are suspended (see breaker); 0 means DefaultSuspendAfter, negative
+	// never suspends.
+	SuspendAfter int
+	// SuspendFor is the first suspension (0: DefaultSuspendFor); each failed probe doubles
+	// it up to MaxSuspension (0: DefaultMaxSuspension).
+	SuspendFor    time.Duration
+	MaxSuspension time.Duration
 }
 
 // Runtime compiles modules and loads plugins. It is safe for concurrent use.
@@ -75,6 +92,15 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		cfg.MaxConcurrentCallsPerPlugin = max(1, cfg.MaxConcurrentCalls-1)
 	}
 	cfg.MaxConcurrentCallsPerPlugin = min(cfg.MaxConcurrentCallsPerPlugin, cfg.MaxConcurrentCalls)
+	if cfg.SuspendAfter == 0 {
+		cfg.SuspendAfter = DefaultSuspendAfter
+	}
+	if cfg.SuspendFor <= 0 {
+		cfg.SuspendFor = DefaultSuspendFor
+	}
+	if cfg.MaxSuspension <= 0 {
+		cfg.MaxSuspension = DefaultMaxSuspension
+	}
 	var cache wazero.CompilationCache
 	var err error
 	if cfg.CacheDir != "" {
