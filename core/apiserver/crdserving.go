@@ -340,6 +340,11 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 			},
 		}
 		status, spec := v.Status, v.Scale
+		if status != nil {
+			// Writes of the object and of its status keep managedFields apart, and
+			// neither owns what the other resets.
+			res.StatusStrategy = status
+		}
 		d.Subresources = func(scope *endpoints.Scope) []endpoints.Subresource {
 			var subs []endpoints.Subresource
 			if status != nil {

@@ -604,7 +604,8 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 // fieldManagers builds the managedFields keepers of a resource: its object and, when it
 // has one, its status.
 func fieldManagers(scheme *runtime.Scheme, tc managedfields.TypeConverter, res *registry.Resource) (*apply.Managers, error) {
-	cfg := apply.Config{Scheme: scheme, Kind: res.GroupVersionKind(), TypeConverter: tc, Default: res.Strategy.Default, ResetFields: res.ResetFields}
+	cfg := apply.Config{Scheme: scheme, Kind: res.GroupVersionKind(), TypeConverter: tc, Default: res.Strategy.Default, ResetFields: res.ResetFields,
+		Custom: !scheme.Recognizes(res.GroupVersionKind())}
 	if res.TypeConverter != nil {
 		cfg.TypeConverter = res.TypeConverter
 	}

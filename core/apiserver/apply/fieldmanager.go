@@ -75,6 +75,10 @@ type Config struct {
 	// Subresources that write the object besides the object itself ("status"); those
 	// named in ResetFields are added.
 	Subresources []string
+	// Custom says the objects are custom resources: Unstructured, of a kind Scheme does
+	// not know, served without conversion between versions, and free to carry fields
+	// their schema preserves without naming.
+	Custom bool
 }
 
 // Managers holds a resource's field managers by subresource.
@@ -103,7 +107,13 @@ func NewManagers(cfg Config) (*Managers, error) {
 				fieldpath.APIVersion(cfg.Kind.GroupVersion().String()): fieldpath.NewExcludeSetFilter(fieldpath.NewSet(paths...)),
 			}
 		}
-		fm, err := managedfields.NewDefaultFieldManager(tc, cfg.Scheme, def, cfg.Scheme, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
+		var fm *managedfields.FieldManager
+		var err error
+		if cfg.Custom {
+			fm, err = managedfields.NewDefaultCRDFieldManager(tc, customConvertor{}, def, customCreater{}, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
+		} else {
+			fm, err = managedfields.NewDefaultFieldManager(tc, cfg.Scheme, def, cfg.Scheme, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("field manager of %s %q: %w", cfg.Kind, sub, err)
 		}

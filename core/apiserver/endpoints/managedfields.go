@@ -58,12 +58,22 @@ func (s *Scope) trackUpdate(r Request, strategy registry.Strategy, live, obj run
 		return obj
 	}
 	if live == nil {
-		live = s.resource().NewFunc()
+		live = s.emptyLive()
 	}
 	// Defaults first, as kube-apiserver decodes with them: the writer owns what it was
 	// defaulted to.
 	s.strategyFor(strategy).Default(obj)
 	return fm.UpdateNoErrors(live, obj, manager)
+}
+
+// emptyLive is the live object of a create for the field managers: empty, of the
+// resource's kind (which a custom object knows only from its resource).
+func (s *Scope) emptyLive() runtime.Object {
+	live := s.resource().NewFunc()
+	if u, ok := live.(runtime.Unstructured); ok {
+		u.GetObjectKind().SetGroupVersionKind(s.resource().GroupVersionKind())
+	}
+	return live
 }
 
 // keepTimestamps is the store hook that lets an update that changes nothing stay a no-op.
@@ -88,7 +98,7 @@ func (s *Scope) applyPatch(w http.ResponseWriter, req *http.Request, r Request, 
 		return nil, err
 	}
 	if live == nil {
-		live = s.resource().NewFunc()
+		live = s.emptyLive()
 	}
 	force := opts.Force != nil && *opts.Force
 	out, err := fm.Apply(live, patch, opts.FieldManager, force)

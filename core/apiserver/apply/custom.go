@@ -1,0 +1,62 @@
+package apply
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// customConvertor converts custom objects between the versions of their CRD the way a
+// CRD without a conversion webhook does (conversion strategy None): only apiVersion
+// changes. The field managers convert to the kind's own version, so for them this is the
+// identity with the version set.
+type customConvertor struct{}
+
+// Convert implements runtime.ObjectConvertor.
+func (customConvertor) Convert(in, out, _ any) error {
+	src, ok := in.(*unstructured.Unstructured)
+	dst, ok2 := out.(*unstructured.Unstructured)
+	if !ok || !ok2 {
+		return fmt.Errorf("custom objects convert only between Unstructured, not %T to %T", in, out)
+	}
+	dst.Object = runtime.DeepCopyJSON(src.Object)
+	return nil
+}
+
+// ConvertToVersion implements runtime.ObjectConvertor.
+func (customConvertor) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	u, ok := in.(runtime.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("a custom object must be Unstructured, not %T", in)
+	}
+	out := u.NewEmptyInstance()
+	out.SetUnstructuredContent(runtime.DeepCopyJSON(u.UnstructuredContent()))
+	gvk := in.GetObjectKind().GroupVersionKind()
+	if gvk.Empty() {
+		// The live object of a create: nothing yet, in no version.
+		return out, nil
+	}
+	to, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{gvk})
+	if !ok {
+		return nil, fmt.Errorf("%s cannot be converted to %v", gvk, target)
+	}
+	out.GetObjectKind().SetGroupVersionKind(to)
+	return out, nil
+}
+
+// ConvertFieldLabel implements runtime.ObjectConvertor; the field managers never call it.
+func (customConvertor) ConvertFieldLabel(_ schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
+}
+
+// customCreater makes empty custom objects of a kind.
+type customCreater struct{}
+
+// New implements runtime.ObjectCreater.
+func (customCreater) New(kind schema.GroupVersionKind) (runtime.Object, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(kind)
+	return u, nil
+}
