@@ -1,0 +1,321 @@
+// Package peers starts the real Kubernetes control plane — etcd and kube-apiserver,
+// optionally kube-controller-manager — from binaries built by
+// /work/shared/tools/k8s-peers/build.sh, so that benchmarks and compatibility tests can
+// run the same workload against it and against wasmplane in one run.
+package peers
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// DefaultDir is where build.sh is asked to put the binaries when a caller names none.
+func DefaultDir() string {
+	if d := os.Getenv("WASMPLANE_PEERS"); d != "" {
+		return d
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "wasmplane-peers")
+}
+
+// Available tells whether dir holds the named binaries.
+func Available(dir string, names ...string) bool {
+	for _, n := range names {
+		fi, err := os.Stat(filepath.Join(dir, n))
+		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Options configure a control plane.
+type Options struct {
+	// Dir holds the binaries (etcd, kube-apiserver, kube-controller-manager).
+	Dir string
+	// WorkDir holds the data and logs; it must exist and is not removed.
+	WorkDir string
+	// ControllerManager also starts kube-controller-manager with its default controllers
+	// (Controllers, when set, is passed as --controllers).
+	ControllerManager bool
+	Controllers       string
+	// APIServerArgs are extra kube-apiserver flags.
+	APIServerArgs []string
+}
+
+// ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager).
+type ControlPlane struct {
+	// Kubeconfig is the path of an admin kubeconfig (system:masters, bearer token).
+	Kubeconfig string
+	// URL is the API server's https address.
+	URL string
+	// Procs are the processes by name ("etcd", "kube-apiserver", ...), for RSS figures.
+	Procs map[string]*os.Process
+	cmds  []*exec.Cmd
+}
+
+// RESTConfig is an admin client configuration.
+func (c *ControlPlane) RESTConfig() (*rest.Config, error) {
+	return clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+}
+
+// Stop kills the processes and waits for them.
+func (c *ControlPlane) Stop() {
+	for i := len(c.cmds) - 1; i >= 0; i-- {
+		cmd := c.cmds[i]
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	c.cmds = nil
+}
+
+// Start starts etcd and kube-apiserver on free loopback ports and waits until the API
+// server is ready (and the controller manager healthy, when asked for).
+func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
+	if !Available(o.Dir, "etcd", "kube-apiserver") {
+		return nil, fmt.Errorf("no etcd and kube-apiserver in %s: build them with /work/shared/tools/k8s-peers/build.sh %s", o.Dir, o.Dir)
+	}
+	c := &ControlPlane{Procs: map[string]*os.Process{}}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	ports, err := freePorts(4)
+	if err != nil {
+		return nil, err
+	}
+	client, peer, secure, kcmPort := ports[0], ports[1], ports[2], ports[3]
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(client)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(peer)
+	if err := c.start(o, "etcd", "--data-dir", filepath.Join(o.WorkDir, "etcd"), "--name", "peer",
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "peer="+peerURL, "--quota-backend-bytes", strconv.Itoa(8<<30)); err != nil {
+		return nil, err
+	}
+	token, err := credentials(o.WorkDir)
+	if err != nil {
+		return nil, err
+	}
+	c.URL = "https://127.0.0.1:" + strconv.Itoa(secure)
+	args := append([]string{"--etcd-servers", etcdURL, "--secure-port", strconv.Itoa(secure),
+		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+		"--cert-dir", filepath.Join(o.WorkDir, "certs"),
+		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file", filepath.Join(o.WorkDir, "sa.key"),
+		"--service-account-signing-key-file", filepath.Join(o.WorkDir, "sa.key"),
+		"--token-auth-file", filepath.Join(o.WorkDir, "tokens.csv"),
+		"--authorization-mode", "Node,RBAC",
+		"--service-cluster-ip-range", "10.96.0.0/12"}, o.APIServerArgs...)
+	if err := c.start(o, "kube-apiserver", args...); err != nil {
+		return nil, err
+	}
+	c.Kubeconfig = filepath.Join(o.WorkDir, "admin.kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["peer"] = &clientcmdapi.Cluster{Server: c.URL, InsecureSkipTLSVerify: true}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["peer"] = &clientcmdapi.Context{Cluster: "peer", AuthInfo: "admin"}
+	kc.CurrentContext = "peer"
+	if err := clientcmd.WriteToFile(*kc, c.Kubeconfig); err != nil {
+		return nil, fmt.Errorf("writing the peer kubeconfig: %w", err)
+	}
+	if err := waitHealthy(ctx, c.URL+"/readyz", token, 2*time.Minute); err != nil {
+		return nil, fmt.Errorf("kube-apiserver not ready (log: %s): %w", filepath.Join(o.WorkDir, "kube-apiserver.log"), err)
+	}
+	if o.ControllerManager {
+		args := []string{"--kubeconfig", c.Kubeconfig, "--authentication-kubeconfig", c.Kubeconfig,
+			"--authorization-kubeconfig", c.Kubeconfig, "--leader-elect=false",
+			"--secure-port", strconv.Itoa(kcmPort), "--bind-address", "127.0.0.1",
+			"--service-account-private-key-file", filepath.Join(o.WorkDir, "sa.key"),
+			"--use-service-account-credentials=false", "--root-ca-file", filepath.Join(o.WorkDir, "certs", "apiserver.crt"),
+			"--cluster-signing-duration", "8760h"}
+		if o.Controllers != "" {
+			args = append(args, "--controllers", o.Controllers)
+		}
+		if err := c.start(o, "kube-controller-manager", args...); err != nil {
+			return nil, err
+		}
+		if err := waitHealthy(ctx, "https://127.0.0.1:"+strconv.Itoa(kcmPort)+"/healthz", "", time.Minute); err != nil {
+			return nil, fmt.Errorf("kube-controller-manager not healthy (log: %s): %w", filepath.Join(o.WorkDir, "kube-controller-manager.log"), err)
+		}
+	}
+	return c, nil
+}
+
+// start runs one binary with its output in WorkDir/NAME.log.
+func (c *ControlPlane) start(o Options, name string, args ...string) error {
+	log, err := os.Create(filepath.Join(o.WorkDir, name+".log"))
+	if err != nil {
+		return fmt.Errorf("log of %s: %w", name, err)
+	}
+	defer log.Close()
+	cmd := exec.Command(filepath.Join(o.Dir, name), args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	c.cmds = append(c.cmds, cmd)
+	c.Procs[name] = cmd.Process
+	return nil
+}
+
+// credentials writes the service-account key and a token file with one admin token.
+func credentials(dir string) (string, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return "", fmt.Errorf("service-account key: %w", err)
+	}
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	if err := os.WriteFile(filepath.Join(dir, "sa.key"), pemKey, 0o600); err != nil {
+		return "", fmt.Errorf("writing the service-account key: %w", err)
+	}
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	token := hex.EncodeToString(b)
+	line := token + `,admin,admin-uid,"system:masters"` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(line), 0o600); err != nil {
+		return "", fmt.Errorf("writing the token file: %w", err)
+	}
+	return token, nil
+}
+
+// waitHealthy polls url until it answers 200.
+func waitHealthy(ctx context.Context, url, token string, timeout time.Duration) error {
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			last = fmt.Errorf("%s answered %d", url, resp.StatusCode)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil && last != nil {
+		return errors.Join(err, last)
+	}
+	return err
+}
+
+// freePorts returns n distinct free loopback ports.
+func freePorts(n int) ([]int, error) {
+	var out []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	return out, nil
+}
+
+// RSS returns the resident set size of a process in bytes, from /proc.
+func RSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the status of %d: %w", pid, err)
+	}
+	var kb int64
+	for _, line := range strings.Split(string(b), "\n") {
+		if n, _ := fmt.Sscanf(line, "VmRSS: %d kB", &kb); n == 1 {
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for %d", pid)
+}
+
+// StartWasmplane starts `bin up` (built from ./cmd/wasmplane into WorkDir when bin is
+// empty) with its data in WorkDir/data on a free port, and waits until it serves.
+func StartWasmplane(ctx context.Context, bin, workDir string, upArgs ...string) (_ *ControlPlane, err error) {
+	if bin == "" {
+		bin = filepath.Join(workDir, "wasmplane")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/wasmplane").CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("building wasmplane: %v: %s", err, out)
+		}
+	}
+	c := &ControlPlane{Procs: map[string]*os.Process{}}
+	args := append([]string{"up", "--data-dir", filepath.Join(workDir, "data"), "--port", "0", "--log-level", "warn"}, upArgs...)
+	if err := c.start(Options{Dir: filepath.Dir(bin), WorkDir: workDir}, filepath.Base(bin), args...); err != nil {
+		return nil, err
+	}
+	c.Procs["wasmplane"] = c.Procs[filepath.Base(bin)]
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	c.Kubeconfig = filepath.Join(workDir, "data", "admin.kubeconfig")
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+		if err != nil {
+			return false, nil
+		}
+		c.URL = cfg.Host
+		rc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			return false, nil
+		}
+		resp, err := rc.Get(cfg.Host + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wasmplane not ready (log: %s): %w", filepath.Join(workDir, filepath.Base(bin)+".log"), err)
+	}
+	return c, nil
+}
