@@ -11,7 +11,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	"github.com/wasmplane/wasmplane/core/apiserver/resources"
 	"github.com/wasmplane/wasmplane/core/storage"
-	"github.com/wasmplane/wasmplane/core/storage/etcdserver"
+	"github.com/wasmplane/wasmplane/core/storage/storagetest"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,16 +52,7 @@ func (r *replacingStorage) Delete(ctx context.Context, key string, out runtime.O
 func TestDeleteOfAReplacedObject(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := etcdserver.Start(ctx, etcdserver.Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	client, err := storage.NewClient(storage.ClientConfig{Endpoints: srv.Endpoints()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
+	client := storagetest.Client(t)
 	var res *registry.Resource
 	for _, d := range resources.Core() {
 		if d.Resource.Name == "configmaps" {
