@@ -1,13 +1,10 @@
 package robustness
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +12,7 @@ import (
 	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	"github.com/wasmplane/wasmplane/plugins/wasm/toolkit"
 	"github.com/wasmplane/wasmplane/plugins/wasm/wasmtest"
+	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -84,60 +82,27 @@ func installFaultyPlugins(ctx context.Context, t *testing.T, up *proc, ns string
 // each plugin must have failed with its error kind (other kinds, e.g. a call that waited
 // for an instance past its deadline, are reported beside it).
 func checkPluginFaults(ctx context.Context, r *report, cs kubernetes.Interface, ns string) string {
-	body, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	samples, err := testserver.Metric(ctx, cs, "wasmplane_wasm_call_errors_total")
 	if err != nil {
-		r.fail("reading /metrics: %v", err)
+		r.fail("plugin failures: %v", err)
 		return ""
 	}
-	failures := pluginErrors(body, ns)
 	var parts []string
 	for _, p := range faultyPlugins {
-		byKind := failures[p.name]
+		byKind := map[string]int{}
+		for _, s := range samples {
+			if s.Labels["plugin"] == ns+"/"+p.name && s.Value > 0 {
+				byKind[s.Labels["kind"]] += int(s.Value)
+			}
+		}
 		if byKind[p.kind] == 0 {
 			r.fail("plugin %s never failed with %s (its failures: %v)", p.name, p.kind, byKind)
 		}
-		kinds := slices.Sorted(maps.Keys(byKind))
 		var counts []string
-		for _, k := range kinds {
+		for _, k := range slices.Sorted(maps.Keys(byKind)) {
 			counts = append(counts, fmt.Sprintf("%s %d", k, byKind[k]))
 		}
 		parts = append(parts, fmt.Sprintf("%s: %s", p.name, strings.Join(counts, ", ")))
 	}
 	return "; plugin calls failed: " + strings.Join(parts, "; ")
-}
-
-// pluginErrors is wasmplane_wasm_call_errors_total of the plugins of ns, by plugin name
-// and error kind, from the Prometheus text format.
-func pluginErrors(metrics []byte, ns string) map[string]map[string]int {
-	out := map[string]map[string]int{}
-	sc := bufio.NewScanner(bytes.NewReader(metrics))
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "wasmplane_wasm_call_errors_total{")
-		if !ok {
-			continue
-		}
-		labelText, value, ok := strings.Cut(line, "} ")
-		if !ok {
-			continue
-		}
-		labels := map[string]string{}
-		for _, l := range strings.Split(labelText, ",") {
-			if k, v, ok := strings.Cut(l, "="); ok {
-				labels[k] = strings.Trim(v, `"`)
-			}
-		}
-		name, ok := strings.CutPrefix(labels["plugin"], ns+"/")
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			continue
-		}
-		if out[name] == nil {
-			out[name] = map[string]int{}
-		}
-		out[name][labels["kind"]] += int(n)
-	}
-	return out
 }
