@@ -60,6 +60,16 @@ func TestObjectModel(t *testing.T) {
 		{"delete with a stale precondition succeeding", []op{create(0, 1, "x", 5), update(2, 3, "y", 5, 7),
 			{4, 5, input{Kind: opDeleteRV, Name: "a", RV: 5}, output{Status: statusOK}}}, false},
 		{"patch of an absent object", []op{{0, 1, input{Kind: opPatch, Name: "a", Value: "p"}, output{Status: statusOK, RV: 3, Value: "p"}}}, false},
+		// A delete without precondition spanning another delete and a re-creation: it
+		// removes the new object (or finds none), it never answers a conflict.
+		{"delete spanning a delete and a re-creation", []op{create(0, 1, "x", 5),
+			{2, 9, input{Kind: opDelete, Name: "a"}, output{Status: statusOK}},
+			{3, 4, input{Kind: opDelete, Name: "a"}, output{Status: statusOK}},
+			create(5, 6, "y", 8), absent(10, 11)}, true},
+		{"delete without precondition answered conflict", []op{create(0, 1, "x", 5),
+			{2, 9, input{Kind: opDelete, Name: "a"}, output{Status: statusConflict}},
+			{3, 4, input{Kind: opDelete, Name: "a"}, output{Status: statusOK}},
+			create(5, 6, "y", 8)}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,7 +2,8 @@
 // failures, as etcd's robustness tests do for etcd: concurrent clients create, update,
 // patch, delete, get, list and watch a small set of ConfigMaps while one fault is
 // injected (kill -9 or SIGSTOP of `wasmplane up`, killing an etcd member, the etcd leader
-// or one of two API servers, compacting etcd), every request recorded with its call and
+// or one of two API servers, compacting etcd, WASM validating plugins that loop or exhaust
+// their memory on every write), every request recorded with its call and
 // return time and its result; then the per-object history is checked for linearizability
 // with porcupine, every watch stream for order, gaps and agreement with lists, and an
 // informer for ending with the server's exact set. `go test` runs a short profile; the
@@ -52,11 +53,11 @@ type profile struct {
 func currentProfile() profile {
 	if *long || os.Getenv("WASMPLANE_ROBUSTNESS_LONG") != "" {
 		return profile{name: "long", traffic: 60 * time.Second, clients: 12, watchers: 3, keys: 10,
-			single: []string{"kill-up", "sigstop-up"},
+			single: []string{"kill-up", "sigstop-up", "wasm-plugins"},
 			ha:     []string{"kill-etcd-member", "kill-etcd-leader", "kill-apiserver", "compaction"}}
 	}
 	return profile{name: "short", traffic: 8 * time.Second, clients: 6, watchers: 2, keys: 6,
-		single: []string{"kill-up", "sigstop-up"},
+		single: []string{"kill-up", "sigstop-up", "wasm-plugins"},
 		ha:     []string{"kill-etcd-leader", "kill-apiserver", "compaction"}}
 }
 
@@ -118,9 +119,14 @@ func runScenario(t *testing.T, e *env, p profile, fault string) {
 		runTraffic(trafficCtx, h, trafficConfig{namespace: ns, keys: keys, clients: e.clientsets(p.clients, 5*time.Second)})
 	}()
 	pause(context.Background(), p.traffic/3)
-	what := inject(t, e, fault)
-	// Traffic goes on after recovery for the rest of the run, at least 2 s.
-	pause(context.Background(), max(2*time.Second, p.traffic-time.Since(began)))
+	what := inject(t, e, fault, ns)
+	// Traffic goes on after recovery for the rest of the run, at least 2 s; plugins, which
+	// take a few seconds to install and load, get half the traffic's time.
+	after := 2 * time.Second
+	if fault == "wasm-plugins" {
+		after = p.traffic / 2
+	}
+	pause(context.Background(), max(after, p.traffic-time.Since(began)))
 	stopTraffic()
 	<-traffic
 
@@ -167,15 +173,19 @@ func runScenario(t *testing.T, e *env, p profile, fault string) {
 	r.violations = append(r.violations, h.violations...)
 	checkLinearizable(r, h, keys, final, visualizationDir(fault))
 	checkWatches(r, h, watchers, final)
+	plugins := ""
+	if fault == "wasm-plugins" {
+		plugins = checkPluginFaults(context.Background(), r, admin, ns)
+	}
 	refused := ""
 	for k, n := range h.refused {
 		refused += fmt.Sprintf(" %s=%d", k, n)
 	}
 	t.Logf("robustness %s %s: fault %s survived; %d operations checked (%d unknown outcome), linearizable=%s; %d lists (%d compared with watches); "+
 		"%d watch events in %d segments, %d reconnections; acknowledged writes %d: %d seen in watches, %d in no watch's range; "+
-		"connection refused %d; refused%s; %.1fs",
+		"connection refused %d; refused%s%s; %.1fs",
 		p.name, fault, what, r.ops, r.unknown, r.linearizable, r.lists, r.listChecks, r.events, r.segments, r.reconnects,
-		r.acked, r.ackedSeen, r.ackedUncovered, h.failed, refused, time.Since(began).Seconds())
+		r.acked, r.ackedSeen, r.ackedUncovered, h.failed, refused, plugins, time.Since(began).Seconds())
 	for _, v := range r.violations {
 		t.Errorf("violation: %s", v)
 	}
@@ -192,7 +202,7 @@ func storeRVs(s cache.Store) map[string]string {
 }
 
 // inject runs one fault and the recovery from it, and says what it did.
-func inject(t *testing.T, e *env, fault string) string {
+func inject(t *testing.T, e *env, fault, ns string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	switch fault {
@@ -231,6 +241,10 @@ func inject(t *testing.T, e *env, fault string) string {
 		pause(ctx, 2*time.Second)
 		e.ups[1].start(t)
 		return "kill -9 of the second API server, restarted"
+	case "wasm-plugins":
+		// Installed for the rest of the run: no recovery but the plugins' own deadlines
+		// and memory limit, call after call.
+		return installFaultyPlugins(ctx, t, e.ups[0], ns)
 	case "compaction":
 		rev, err := e.compact(ctx)
 		if err != nil {

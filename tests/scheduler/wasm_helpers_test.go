@@ -1,11 +1,8 @@
 package scheduler_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,33 +119,9 @@ func (e *wasmEnv) deletePlugin(t testing.TB, ns, name string) {
 // /metrics over the series whose labels include want.
 func schedulerCounter(t testing.TB, cs kubernetes.Interface, name string, want map[string]string) float64 {
 	t.Helper()
-	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	sum, err := testserver.MetricSum(context.Background(), cs, name, want)
 	if err != nil {
-		t.Fatalf("reading /metrics: %v", err)
-	}
-	var sum float64
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		ok := true
-		for k, v := range want {
-			if !strings.Contains(line, k+`="`+v+`"`) {
-				ok = false
-			}
-		}
-		if !ok {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		sum += v
+		t.Fatal(err)
 	}
 	return sum
 }

@@ -586,6 +586,25 @@ func (s *Store) Delete(ctx context.Context, namespace, name string, opts *metav1
 	if opts == nil {
 		opts = &metav1.DeleteOptions{}
 	}
+	for {
+		out, gone, err := s.deleteOnce(ctx, namespace, name, opts, wopts)
+		// The object the checks were made on was deleted and created anew before the
+		// write: the delete is of whatever is stored when it is written (as kube-apiserver's
+		// storage, which re-checks the latest object), so it starts over on the new one.
+		// Only a client's own uid or resourceVersion precondition makes this a conflict.
+		if errors.Is(err, errReplaced) {
+			continue
+		}
+		return out, gone, err
+	}
+}
+
+// errReplaced says that the object a delete checked is no longer the one stored.
+var errReplaced = errors.New("wasmplane: the object was replaced during the delete")
+
+// deleteOnce checks the stored object, then deletes it (or marks it deleted) provided it
+// is still the same object (same uid) and the client's preconditions still hold.
+func (s *Store) deleteOnce(ctx context.Context, namespace, name string, opts *metav1.DeleteOptions, wopts WriteOptions) (runtime.Object, bool, error) {
 	key := s.Key(namespace, name)
 	current := s.Resource.NewFunc()
 	if err := s.Storage.Get(ctx, key, storage.GetOptions{}, current); err != nil {
@@ -622,17 +641,31 @@ func (s *Store) Delete(ctx context.Context, namespace, name string, opts *metav1
 		return current, false, nil
 	}
 	// The checks above read the object before this write: storage checks the client's
-	// resourceVersion precondition again in the write itself, or a write between the two
-	// would be deleted despite it.
+	// preconditions again in the write itself, or a write between the two would be deleted
+	// despite them; and the write must meet the object that was checked, not a new one of
+	// the same name.
 	uid := cm.GetUID()
-	pre := &storage.Preconditions{UID: &uid}
+	pre := &storage.Preconditions{}
 	if opts.Preconditions != nil {
-		pre.ResourceVersion = opts.Preconditions.ResourceVersion
+		pre.UID, pre.ResourceVersion = opts.Preconditions.UID, opts.Preconditions.ResourceVersion
+	}
+	sameObject := func(_ context.Context, obj runtime.Object) error {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		if m.GetUID() != uid {
+			return errReplaced
+		}
+		return nil
 	}
 	if grace > 0 || len(finalizers) > 0 || s.Resource.OnDeleteMarked != nil || s.retain(current) {
 		out := s.Resource.NewFunc()
 		var gone bool
 		err := s.Storage.GuaranteedUpdate(ctx, key, out, false, pre, func(obj runtime.Object, _ storage.ResponseMeta) (runtime.Object, error) {
+			if err := sameObject(ctx, obj); err != nil {
+				return nil, err
+			}
 			m, err := meta.Accessor(obj)
 			if err != nil {
 				return nil, apierrors.NewInternalError(err)
@@ -664,10 +697,23 @@ func (s *Store) Delete(ctx context.Context, namespace, name string, opts *metav1
 		if !gone {
 			return out, false, nil
 		}
-		pre = &storage.Preconditions{UID: &uid} // the update above changed the resourceVersion
+		// The update above changed the resourceVersion; sameObject still holds the delete
+		// to the object marked. Once marked, the object is this delete's to remove: if
+		// something else removed it first (and maybe created another of the same name),
+		// the delete is done, with the marked object as its last state (as Kubernetes).
+		marked := out
+		out = s.Resource.NewFunc()
+		err = s.Storage.Delete(ctx, key, out, nil, sameObject)
+		if errors.Is(err, errReplaced) || apierrors.IsNotFound(err) {
+			return marked, true, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		return out, true, nil
 	}
 	out := s.Resource.NewFunc()
-	if err := s.Storage.Delete(ctx, key, out, pre, nil); err != nil {
+	if err := s.Storage.Delete(ctx, key, out, pre, sameObject); err != nil {
 		return nil, false, err
 	}
 	return out, true, nil

@@ -22,7 +22,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/authz"
 	"github.com/wasmplane/wasmplane/core/controller/clusterroleaggregation"
 	"github.com/wasmplane/wasmplane/core/storage"
-	"github.com/wasmplane/wasmplane/core/storage/etcdserver"
+	"github.com/wasmplane/wasmplane/core/storage/storagetest"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -273,18 +273,7 @@ func TestAccessReviews(t *testing.T) {
 
 func startEtcd(t *testing.T) func(res *registry.Resource, prefix string) storage.Interface {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	srv, err := etcdserver.Start(ctx, etcdserver.Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	client, err := storage.NewClient(storage.ClientConfig{Endpoints: srv.Endpoints()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
+	client := storagetest.Client(t)
 	codec := storage.NewCodec(api.MustScheme())
 	return func(res *registry.Resource, prefix string) storage.Interface {
 		return storage.NewEtcd(client, storage.ResourceConfig{GroupResource: res.GroupResource(), Prefix: prefix,

@@ -7,24 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wasmplane/wasmplane/core/storage"
-	"github.com/wasmplane/wasmplane/core/storage/etcdserver"
+	"github.com/wasmplane/wasmplane/core/storage/storagetest"
 )
 
 func newStore(t *testing.T) *Store {
 	t.Helper()
-	ctx := context.Background()
-	srv, err := etcdserver.Start(ctx, etcdserver.Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	client, err := storage.NewClient(storage.ClientConfig{Endpoints: srv.Endpoints()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
-	return New(client, "/test/blobs")
+	return New(storagetest.Client(t), "/test/blobs")
 }
 
 func TestPutGetDelete(t *testing.T) {
