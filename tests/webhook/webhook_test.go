@@ -378,6 +378,22 @@ func TestWebhooks(t *testing.T) {
 		}
 	})
 
+	t.Run("AdmissionReviewV1beta1", func(t *testing.T) {
+		ns := e.namespace(t, "v1beta1", nil)
+		srv := webhookserver.Start(t, func(*http.Request, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse { return deny("old") })
+		h := validatingHook("v1beta1.example.com", srv.ClientConfig("/"), ns)
+		h.AdmissionReviewVersions = []string{"v1beta1"}
+		e.validating(t, "v1beta1", h)
+		var err error
+		until(t, "cm", func(name string) error {
+			_, err = e.cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap(name, nil, nil), metav1.CreateOptions{})
+			return err
+		}, func(err error) bool { return err != nil })
+		if got := srv.LastVersion(); got != "admission.k8s.io/v1beta1" || !strings.Contains(err.Error(), "denied the request: old") {
+			t.Fatalf("got version %q and %v, want a v1beta1 review and its denial", got, err)
+		}
+	})
+
 	t.Run("ConfigurationsAreNeverSentToWebhooks", func(t *testing.T) {
 		srv := webhookserver.Start(t, func(*http.Request, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse { return deny("no") })
 		h := validatingHook("everything.example.com", srv.ClientConfig("/"), "")

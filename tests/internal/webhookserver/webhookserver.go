@@ -31,6 +31,7 @@ type Server struct {
 	// CABundle is the PEM of the CA that signed the server's certificate.
 	CABundle []byte
 	calls    atomic.Int64
+	version  atomic.Value // string: the AdmissionReview version of the last call
 	srv      *httptest.Server
 }
 
@@ -69,6 +70,12 @@ func Start(t testing.TB, decide Decide) *Server {
 // Calls is how many requests the server got.
 func (s *Server) Calls() int64 { return s.calls.Load() }
 
+// LastVersion is the AdmissionReview apiVersion of the last call ("" before any).
+func (s *Server) LastVersion() string {
+	v, _ := s.version.Load().(string)
+	return v
+}
+
 // Stop closes the server: calls fail to connect from then on.
 func (s *Server) Stop() {
 	s.srv.CloseClientConnections()
@@ -101,6 +108,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, decide Decide) {
 		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
 		return
 	}
+	s.version.Store(in.APIVersion)
 	resp := decide(r, in.Request)
 	if resp == nil {
 		resp = &admissionv1.AdmissionResponse{Allowed: true}
