@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	"github.com/wasmplane/wasmplane/tests/internal/webhookserver"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,9 +33,7 @@ func BenchmarkWebhookCreate(b *testing.B) {
 			lat = append(lat, time.Since(start))
 		}
 		b.StopTimer()
-		slices.Sort(lat)
-		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		testserver.ReportLatencies(b, lat)
 	}
 	b.Run("no-webhook", create)
 	srv := webhookserver.Start(b, func(*http.Request, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse { return nil })

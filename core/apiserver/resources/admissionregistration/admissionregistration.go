@@ -7,6 +7,7 @@ package admissionregistration
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,77 +28,60 @@ func Definitions() []resources.Definition {
 	// Building a CEL environment takes tens of milliseconds: done once, on the first
 	// configuration with match conditions, and shared by both resources.
 	cel := &celCompiler{}
-	gv := admissionregistrationv1.SchemeGroupVersion
-	validating := &registry.Resource{
-		AllowUnconditionalUpdate: true, TracksGeneration: true, GroupVersion: gv,
-		Name: "validatingwebhookconfigurations", SingularName: "validatingwebhookconfiguration",
-		Kind: "ValidatingWebhookConfiguration", ListKind: "ValidatingWebhookConfigurationList",
-		Categories: []string{"api-extensions"}, StoragePrefix: "/registry/validatingwebhookconfigurations",
-		NewFunc:     func() runtime.Object { return &admissionregistrationv1.ValidatingWebhookConfiguration{} },
-		NewListFunc: func() runtime.Object { return &admissionregistrationv1.ValidatingWebhookConfigurationList{} },
-		Strategy: strategy{
-			defaults: func(obj runtime.Object) {
-				c := obj.(*admissionregistrationv1.ValidatingWebhookConfiguration)
-				for i := range c.Webhooks {
-					defaultValidating(&c.Webhooks[i])
-				}
-			},
-			validate: func(obj, old runtime.Object) field.ErrorList {
-				c := obj.(*admissionregistrationv1.ValidatingWebhookConfiguration)
-				opts := strictOptions(cel)
-				if old != nil {
-					opts = updateOptions(cel, validatingHooks(old.(*admissionregistrationv1.ValidatingWebhookConfiguration).Webhooks), validatingHooks(c.Webhooks))
-				}
-				return validateHooks(validatingHooks(c.Webhooks), opts)
-			},
+	validating := definition(cel, "ValidatingWebhookConfiguration",
+		func() runtime.Object { return &admissionregistrationv1.ValidatingWebhookConfiguration{} },
+		func() runtime.Object { return &admissionregistrationv1.ValidatingWebhookConfigurationList{} },
+		func(obj runtime.Object) []hook {
+			return validatingHooks(obj.(*admissionregistrationv1.ValidatingWebhookConfiguration).Webhooks)
 		},
-		Printer: printer(func(obj runtime.Object) (string, int, metav1.Time) {
+		func(obj runtime.Object) {
 			c := obj.(*admissionregistrationv1.ValidatingWebhookConfiguration)
-			return c.Name, len(c.Webhooks), c.CreationTimestamp
-		}),
-	}
-	mutating := &registry.Resource{
-		AllowUnconditionalUpdate: true, TracksGeneration: true, GroupVersion: gv,
-		Name: "mutatingwebhookconfigurations", SingularName: "mutatingwebhookconfiguration",
-		Kind: "MutatingWebhookConfiguration", ListKind: "MutatingWebhookConfigurationList",
-		Categories: []string{"api-extensions"}, StoragePrefix: "/registry/mutatingwebhookconfigurations",
-		NewFunc:     func() runtime.Object { return &admissionregistrationv1.MutatingWebhookConfiguration{} },
-		NewListFunc: func() runtime.Object { return &admissionregistrationv1.MutatingWebhookConfigurationList{} },
-		Strategy: strategy{
-			defaults: func(obj runtime.Object) {
-				c := obj.(*admissionregistrationv1.MutatingWebhookConfiguration)
-				for i := range c.Webhooks {
-					defaultMutating(&c.Webhooks[i])
-				}
-			},
-			validate: func(obj, old runtime.Object) field.ErrorList {
-				c := obj.(*admissionregistrationv1.MutatingWebhookConfiguration)
-				opts := strictOptions(cel)
-				if old != nil {
-					opts = updateOptions(cel, mutatingHooks(old.(*admissionregistrationv1.MutatingWebhookConfiguration).Webhooks), mutatingHooks(c.Webhooks))
-				}
-				return validateHooks(mutatingHooks(c.Webhooks), opts)
-			},
+			for i := range c.Webhooks {
+				defaultValidating(&c.Webhooks[i])
+			}
+		})
+	mutating := definition(cel, "MutatingWebhookConfiguration",
+		func() runtime.Object { return &admissionregistrationv1.MutatingWebhookConfiguration{} },
+		func() runtime.Object { return &admissionregistrationv1.MutatingWebhookConfigurationList{} },
+		func(obj runtime.Object) []hook {
+			return mutatingHooks(obj.(*admissionregistrationv1.MutatingWebhookConfiguration).Webhooks)
 		},
-		Printer: printer(func(obj runtime.Object) (string, int, metav1.Time) {
+		func(obj runtime.Object) {
 			c := obj.(*admissionregistrationv1.MutatingWebhookConfiguration)
-			return c.Name, len(c.Webhooks), c.CreationTimestamp
-		}),
-	}
-	return []resources.Definition{{Resource: validating}, {Resource: mutating}}
+			for i := range c.Webhooks {
+				defaultMutating(&c.Webhooks[i])
+			}
+		})
+	return []resources.Definition{validating, mutating}
 }
 
-// printer is kubectl's table for webhook configurations: NAME, WEBHOOKS, AGE.
-func printer(row func(obj runtime.Object) (string, int, metav1.Time)) *registry.Printer {
-	return &registry.Printer{
-		Columns: []registry.TableColumn{endpoints.NameColumn,
-			{Name: "Webhooks", Type: "integer", Description: "Webhooks indicates the number of webhooks in the configuration"},
-			endpoints.AgeColumn},
-		Row: func(obj runtime.Object) []any {
-			name, n, created := row(obj)
-			return []any{name, int64(n), endpoints.Age(created, time.Now())}
+// definition describes one kind of webhook configuration: cluster-scoped, kept at
+// Kubernetes' key (/registry/RESOURCE), its generation bumped when its webhooks change.
+func definition(cel *celCompiler, kind string, newObj, newList func() runtime.Object,
+	hooks func(obj runtime.Object) []hook, defaults func(obj runtime.Object)) resources.Definition {
+	singular := strings.ToLower(kind)
+	return resources.Definition{Resource: &registry.Resource{
+		AllowUnconditionalUpdate: true, TracksGeneration: true, GroupVersion: admissionregistrationv1.SchemeGroupVersion,
+		Name: singular + "s", SingularName: singular, Kind: kind, ListKind: kind + "List",
+		Categories: []string{"api-extensions"}, StoragePrefix: "/registry/" + singular + "s",
+		NewFunc: newObj, NewListFunc: newList,
+		Strategy: strategy{defaults: defaults, validate: func(obj, old runtime.Object) field.ErrorList {
+			opts := strictOptions(cel)
+			if old != nil {
+				opts = updateOptions(cel, hooks(old), hooks(obj))
+			}
+			return validateHooks(hooks(obj), opts)
+		}},
+		Printer: &registry.Printer{
+			Columns: []registry.TableColumn{endpoints.NameColumn,
+				{Name: "Webhooks", Type: "integer", Description: "Webhooks indicates the number of webhooks in the configuration"},
+				endpoints.AgeColumn},
+			Row: func(obj runtime.Object) []any {
+				m := obj.(metav1.Object)
+				return []any{m.GetName(), int64(len(hooks(obj))), endpoints.Age(m.GetCreationTimestamp(), time.Now())}
+			},
 		},
-	}
+	}}
 }
 
 // strategy is a webhook configuration's create and update rules; validate gets old nil
