@@ -378,6 +378,43 @@ func TestWebhooks(t *testing.T) {
 		}
 	})
 
+	t.Run("ValidatingInParallel", func(t *testing.T) {
+		ns := e.namespace(t, "parallel", nil)
+		// Each call waits for the other to arrive: called one after the other, the first
+		// would time out and refuse the request.
+		var mu sync.Mutex
+		arrived := map[string]chan struct{}{}
+		srv := webhookserver.Start(t, func(r *http.Request, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+			mu.Lock()
+			ch := arrived[req.Name]
+			if ch == nil {
+				ch = make(chan struct{})
+				arrived[req.Name] = ch
+				mu.Unlock()
+			} else {
+				mu.Unlock()
+				close(ch)
+			}
+			select {
+			case <-ch:
+				return nil
+			case <-r.Context().Done():
+				return deny("alone")
+			}
+		})
+		one := validatingHook("one.example.com", srv.ClientConfig("/one"), ns)
+		two := validatingHook("two.example.com", srv.ClientConfig("/two"), ns)
+		one.TimeoutSeconds, two.TimeoutSeconds = ptr.To[int32](5), ptr.To[int32](5)
+		e.validating(t, "parallel", one, two)
+		until(t, "cm", func(name string) error {
+			_, err := e.cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap(name, nil, nil), metav1.CreateOptions{})
+			if err != nil {
+				t.Fatalf("both webhooks must admit: %v", err)
+			}
+			return err
+		}, func(error) bool { return srv.Calls() >= 2 })
+	})
+
 	t.Run("AdmissionReviewV1beta1", func(t *testing.T) {
 		ns := e.namespace(t, "v1beta1", nil)
 		srv := webhookserver.Start(t, func(*http.Request, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse { return deny("old") })
