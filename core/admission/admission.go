@@ -64,6 +64,21 @@ type Attributes struct {
 	// (a WASM plugin's encoded request). The chain creates it for its dynamic plugins and
 	// empties it whenever a plugin changed the object; it is nil outside a chain.
 	memo *memo
+	// values are what plugins keep for the rest of the request (SetValue).
+	values map[any]any
+}
+
+// Value returns what a plugin kept under key for this request (SetValue), or nil.
+func (a *Attributes) Value(key any) any { return a.values[key] }
+
+// SetValue keeps v under key for the rest of the request, so that a mutating plugin run
+// again (reinvocation) finds what its first run left. Mutating plugins run one at a
+// time; validating plugins, which run at the same time, must not call it.
+func (a *Attributes) SetValue(key, v any) {
+	if a.values == nil {
+		a.values = map[any]any{}
+	}
+	a.values[key] = v
 }
 
 // memo is safe for the validating plugins, which run at the same time.
@@ -135,6 +150,16 @@ type ReinvocableMutator interface {
 	Mutator
 	// Reinvoke reports whether the plugin wants to see later changes.
 	Reinvoke() bool
+}
+
+// RequestReinvoker is a mutator that decides per request whether it runs once more
+// after the other dynamic mutators: a set of mutating webhooks reinvokes its IfNeeded
+// members when a later member, or a later plugin, changed the object.
+type RequestReinvoker interface {
+	Mutator
+	// ReinvokeRequest reports whether the plugin runs again; changedAfter is whether a
+	// later dynamic plugin changed the object.
+	ReinvokeRequest(a *Attributes, changedAfter bool) bool
 }
 
 // Source supplies plugins that change at run time (WASM plugins). The chain acquires the
@@ -214,7 +239,14 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 		}
 	}
 	for i, m := range dynamic {
-		if r, ok := m.(ReinvocableMutator); ok && changedAfter[i] && r.Reinvoke() {
+		again := false
+		switch r := m.(type) {
+		case RequestReinvoker:
+			again = r.ReinvokeRequest(a, changedAfter[i])
+		case ReinvocableMutator:
+			again = changedAfter[i] && r.Reinvoke()
+		}
+		if again {
 			if _, err := admit(m, "reinvoked mutate"); err != nil {
 				return err
 			}

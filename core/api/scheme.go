@@ -7,6 +7,7 @@ import (
 
 	"github.com/wasmplane/wasmplane/core/api/initializers"
 	wasmv1alpha1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -49,6 +50,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		wasmv1alpha1.AddToScheme,
 		initializers.AddToScheme,
 		apiextensionsv1.AddToScheme,
+		admissionregistrationv1.AddToScheme,
 	}
 	for _, add := range adders {
 		if err := add(s); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	"github.com/wasmplane/wasmplane/core/apiserver/resources"
+	"github.com/wasmplane/wasmplane/core/apiserver/resources/admissionregistration"
 	"github.com/wasmplane/wasmplane/core/apiserver/resources/apiextensions"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,7 +41,8 @@ func builtins(s *Server, cfg Config) []endpoints.Definition {
 		c.Lookup = s.Lookup
 		bc.TokenRequest = &c
 	}
-	return append(resources.Builtins(bc), apiextensions.Definitions()...)
+	all := append(resources.Builtins(bc), apiextensions.Definitions()...)
+	return append(all, admissionregistration.Definitions()...)
 }
 
 // namespaceLifecycle is the built-in NamespaceLifecycle admission plugin: no creates in a

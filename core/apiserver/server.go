@@ -57,11 +57,15 @@ type Config struct {
 	Authenticator filters.Authenticator
 	// Metrics is where request metrics are registered; nil = a private registry.
 	Metrics *prometheus.Registry
+	// MoreMetrics are served on /metrics beside Metrics (metrics the Kubernetes libraries
+	// keep in their own registry, such as the admission webhooks').
+	MoreMetrics []prometheus.Gatherer
 	// MaxRequestBodyBytes bounds request bodies (default 3 MiB).
 	MaxRequestBodyBytes int64
 	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound concurrency (429 beyond).
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
-	// AdmissionSources add dynamic admission plugins (WASM) after the built-in ones.
+	// AdmissionSources add dynamic admission plugins after the built-in ones, in order:
+	// the admission webhooks, then the WASM plugins.
 	AdmissionSources []admission.Source
 	// PluginCeilings cap the limits of namespaced WasmPlugins (zero fields: defaults).
 	PluginCeilings plugins.PluginCeilings
@@ -213,7 +217,7 @@ func New(cfg Config) (*Server, error) {
 	paths.Handle("/openapi/v3", v3)
 	paths.HandlePrefix("/openapi/v3/", v3)
 	paths.Handle("/version", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, Version()) }))
-	paths.Handle("/metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
+	paths.Handle("/metrics", promhttp.HandlerFor(append(prometheus.Gatherers{cfg.Metrics}, cfg.MoreMetrics...), promhttp.HandlerOpts{}))
 	for p, h := range cfg.ExtraHandlers {
 		if strings.HasSuffix(p, "/") {
 			paths.HandlePrefix(p, h)

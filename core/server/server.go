@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/wasmplane/wasmplane/core/admission"
 	admissionplugins "github.com/wasmplane/wasmplane/core/admission/plugins"
+	"github.com/wasmplane/wasmplane/core/admission/webhook"
 	"github.com/wasmplane/wasmplane/core/api"
 	"github.com/wasmplane/wasmplane/core/apiserver"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
@@ -283,13 +284,17 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if err != nil {
 		return fail(err)
 	}
+	webhooks, err := newWebhooks(inst.loopbackConfig(), scheme, &srv, log)
+	if err != nil {
+		return fail(err)
+	}
 	srv, err = apiserver.New(apiserver.Config{
 		Authorizer: authorizer, RuleResolver: rbac, KubeletClientTLS: kubeletTLS, Scheme: scheme, Storage: factory, Metrics: metrics, Blobs: blobs.New(client, "/wasmplane/blobs"),
 		Authenticator:       chain,
 		MaxRequestsInFlight: cfg.MaxRequestsInFlight, MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
 		TokenReviewer:    tokenReviewer(chain),
 		TokenRequest:     &resources.TokenRequestConfig{Issuer: sec.signer, APIAudiences: sec.audiences},
-		AdmissionSources: []admission.Source{plugins}, InitializerWaiting: plugins.Waiting, PluginCeilings: cfg.PluginCeilings,
+		AdmissionSources: []admission.Source{webhooks, plugins}, MoreMetrics: []prometheus.Gatherer{webhook.Metrics()}, InitializerWaiting: plugins.Waiting, PluginCeilings: cfg.PluginCeilings,
 		// Profiling is on, as with kube-apiserver's --profiling default.
 		ExtraHandlers: map[string]http.Handler{"/debug/pprof/": http.HandlerFunc(pprof.Index),
 			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile), "/debug/pprof/trace": http.HandlerFunc(pprof.Trace)}})
@@ -339,9 +344,17 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		cancel()
 		inst.runClosers()
 	}()
+	// The webhooks' informers start first: the bootstrap writes below pass through
+	// admission, which waits for them to sync (as kube-apiserver's post-start hooks do).
+	webhooksDone := make(chan struct{})
+	go func() {
+		defer close(webhooksDone)
+		webhooks.Run(ctx)
+	}()
 	if err := startAuthorizer(ctx, authzInformers, inst.loopbackConfig()); err != nil {
 		cancel()
 		<-inst.done
+		<-webhooksDone
 		return nil, err
 	}
 	pluginsDone := make(chan struct{})
@@ -358,7 +371,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		srv.RunCustomResources(ctx, log)
 	}()
 	inst.mu.Lock()
-	inst.closers = append(inst.closers, func() { <-pluginsDone }, func() { <-crdsDone })
+	inst.closers = append(inst.closers, func() { <-pluginsDone }, func() { <-crdsDone }, func() { <-webhooksDone })
 	inst.mu.Unlock()
 	ctrlCtx := ctx
 	if cfg.DisableControllers {

@@ -3,7 +3,6 @@ package admission_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -52,9 +51,7 @@ func BenchmarkPodCreateQuota(b *testing.B) {
 				lat = append(lat, time.Since(start))
 			}
 			b.StopTimer()
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			testserver.ReportLatencies(b, lat)
 			if withQuota {
 				q, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "q", metav1.GetOptions{})
 				if err != nil {

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -124,9 +123,7 @@ func BenchmarkAuthenticatedGET(b *testing.B) {
 				get()
 				lat = append(lat, time.Since(t0))
 			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			testserver.ReportLatencies(b, lat)
 		})
 	}
 }

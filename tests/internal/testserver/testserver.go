@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -260,4 +261,12 @@ func (s *Server) Do(t testing.TB, ctx context.Context, method, path, contentType
 		t.Fatalf("reading response: %v", err)
 	}
 	return resp.StatusCode, resp.Header, data
+}
+
+// ReportLatencies reports the p50 and p99 of lat (sorted in place) in microseconds, the
+// figures the benchmarks of docs/performance.md quote.
+func ReportLatencies(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }

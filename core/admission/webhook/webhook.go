@@ -1,0 +1,223 @@
+// Package webhook calls the admission webhooks that ValidatingWebhookConfiguration and
+// MutatingWebhookConfiguration objects declare, with kube-apiserver's own machinery
+// (k8s.io/apiserver's MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins:
+// rule, selector and match-condition matching, the AdmissionReview exchange, patches,
+// failure policies, timeouts, dry-run and side effects, warnings, metrics). wasmplane's
+// admission attributes are adapted to k8s.io/apiserver's, and the configurations,
+// namespaces and services are read through informers on the server's loopback client.
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/wasmplane/wasmplane/core/admission"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/generic"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
+	"k8s.io/apiserver/pkg/util/proxy"
+	"k8s.io/apiserver/pkg/warning"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// Config is what the webhooks need from the server.
+type Config struct {
+	// Client reaches the server itself (its loopback client): the informers of webhook
+	// configurations, namespaces and services read through it.
+	Client kubernetes.Interface
+	// Scheme creates and converts the objects sent to webhooks and decoded from patches.
+	Scheme *runtime.Scheme
+	// Equivalents says which served resources are the same objects in another version,
+	// for matchPolicy Equivalent; nil = none.
+	Equivalents runtime.EquivalentResourceMapper
+	// Defaulter, when set, applies the resource's defaults to an object a webhook
+	// patched, as kube-apiserver does.
+	Defaulter func(obj runtime.Object)
+	// Logger receives the audit annotations webhooks return (wasmplane keeps no audit log).
+	Logger *slog.Logger
+}
+
+// Webhooks is the admission source of the webhook configurations: one mutator that
+// calls every matching mutating webhook in order, one validator that calls the
+// validating webhooks in parallel.
+type Webhooks struct {
+	factory    informers.SharedInformerFactory
+	mutating   *mutating.Plugin
+	validating *validating.Plugin
+	objects    objectInterfaces
+	mutConfigs admissionlisters.MutatingWebhookConfigurationLister
+	valConfigs admissionlisters.ValidatingWebhookConfigurationLister
+	synced     []cache.InformerSynced
+	log        *slog.Logger
+}
+
+// New builds the webhook plugins; Run starts their informers.
+func New(cfg Config) (*Webhooks, error) {
+	if cfg.Client == nil || cfg.Scheme == nil {
+		return nil, fmt.Errorf("admission webhooks need a client and a scheme")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	factory := informers.NewSharedInformerFactory(cfg.Client, 0)
+	mp, err := mutating.NewMutatingWebhook(nil)
+	if err != nil {
+		return nil, fmt.Errorf("building the mutating webhook plugin: %w", err)
+	}
+	vp, err := validating.NewValidatingAdmissionWebhook(nil)
+	if err != nil {
+		return nil, fmt.Errorf("building the validating webhook plugin: %w", err)
+	}
+	services := factory.Core().V1().Services()
+	for _, p := range []*generic.Webhook{mp.Webhook, vp.Webhook} {
+		p.SetExternalKubeClientSet(cfg.Client)
+		p.SetExternalKubeInformerFactory(factory)
+		p.SetServiceResolver(clusterIPResolver{services.Lister()})
+		if err := p.ValidateInitialization(); err != nil {
+			return nil, fmt.Errorf("initializing the webhook plugins: %w", err)
+		}
+	}
+	mc := factory.Admissionregistration().V1().MutatingWebhookConfigurations()
+	vc := factory.Admissionregistration().V1().ValidatingWebhookConfigurations()
+	equivalents := cfg.Equivalents
+	if equivalents == nil {
+		equivalents = runtime.NewEquivalentResourceRegistry()
+	}
+	return &Webhooks{
+		factory: factory, mutating: mp, validating: vp, log: log,
+		objects:    objectInterfaces{scheme: cfg.Scheme, equivalents: equivalents, defaulter: cfg.Defaulter},
+		mutConfigs: mc.Lister(), valConfigs: vc.Lister(),
+		synced: []cache.InformerSynced{mc.Informer().HasSynced, vc.Informer().HasSynced,
+			services.Informer().HasSynced, factory.Core().V1().Namespaces().Informer().HasSynced},
+	}, nil
+}
+
+// Run starts the informers and stops them when ctx ends; it returns then.
+func (w *Webhooks) Run(ctx context.Context) {
+	w.factory.Start(ctx.Done())
+	<-ctx.Done()
+	w.factory.Shutdown()
+}
+
+func (w *Webhooks) allSynced() bool {
+	for _, s := range w.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+// Acquire implements admission.Source. With no configuration of a kind the plugin is
+// left out, so that a cluster without webhooks pays nothing; until the informers have
+// synced both plugins run, and wait for them (kube-apiserver's readiness wait).
+func (w *Webhooks) Acquire(*admission.Attributes) ([]admission.Mutator, []admission.Validator, func()) {
+	synced := w.allSynced()
+	var ms []admission.Mutator
+	var vs []admission.Validator
+	if list, err := w.mutConfigs.List(labels.Everything()); !synced || err != nil || len(list) > 0 {
+		ms = []admission.Mutator{mutator{w}}
+	}
+	if list, err := w.valConfigs.List(labels.Everything()); !synced || err != nil || len(list) > 0 {
+		vs = []admission.Validator{validator{w}}
+	}
+	return ms, vs, func() {}
+}
+
+// stateKey keeps a request's mutating state (its reinvocation context) between the
+// first call and a reinvocation.
+type stateKey struct{}
+
+// mutator is the MutatingAdmissionWebhook plugin as a chain mutator.
+type mutator struct{ w *Webhooks }
+
+// Name implements admission.Mutator.
+func (mutator) Name() string { return mutating.PluginName }
+
+// Admit implements admission.Mutator.
+func (m mutator) Admit(ctx context.Context, a *admission.Attributes) error {
+	attrs, _ := a.Value(stateKey{}).(*attributes)
+	if attrs == nil {
+		attrs = newAttributes(a)
+		a.SetValue(stateKey{}, attrs)
+	}
+	defer attrs.flushAnnotations(ctx, m.w.log)
+	return m.w.mutating.Admit(warning.WithWarningRecorder(ctx, recorder{ctx}), attrs, m.w.objects)
+}
+
+// ReinvokeRequest implements admission.RequestReinvoker: a reinvocation round runs when
+// a webhook or a later plugin changed the object after an IfNeeded webhook saw it; the
+// plugin then calls only those webhooks, once.
+func (m mutator) ReinvokeRequest(a *admission.Attributes, changedAfter bool) bool {
+	attrs, _ := a.Value(stateKey{}).(*attributes)
+	if attrs == nil || attrs.reinvocation.IsReinvoke() || !(changedAfter || attrs.reinvocation.ShouldReinvoke()) {
+		return false
+	}
+	attrs.reinvocation.SetIsReinvoke()
+	return true
+}
+
+// validator is the ValidatingAdmissionWebhook plugin as a chain validator.
+type validator struct{ w *Webhooks }
+
+// Name implements admission.Validator.
+func (validator) Name() string { return validating.PluginName }
+
+// Validate implements admission.Validator.
+func (v validator) Validate(ctx context.Context, a *admission.Attributes) error {
+	attrs := newAttributes(a)
+	defer attrs.flushAnnotations(ctx, v.w.log)
+	return v.w.validating.Validate(warning.WithWarningRecorder(ctx, recorder{ctx}), attrs, v.w.objects)
+}
+
+// recorder passes webhooks' warnings on to the response's Warning headers.
+type recorder struct{ ctx context.Context }
+
+// AddWarning implements warning.Recorder.
+func (r recorder) AddWarning(_, text string) { admission.AddWarning(r.ctx, text) }
+
+// clusterIPResolver sends a webhook's clientConfig.service to the Service's cluster IP
+// (ExternalName: its external name), as kube-apiserver does.
+type clusterIPResolver struct{ services corelisters.ServiceLister }
+
+// ResolveEndpoint implements webhookutil.ServiceResolver.
+func (r clusterIPResolver) ResolveEndpoint(namespace, name string, port int32) (u *url.URL, err error) {
+	return proxy.ResolveCluster(r.services, namespace, name, port)
+}
+
+// metricPrefixes are kube-apiserver's webhook admission metrics.
+var metricPrefixes = []string{"apiserver_admission_webhook_", "apiserver_admission_match_condition_"}
+
+// Metrics returns kube-apiserver's webhook admission metrics
+// (apiserver_admission_webhook_admission_duration_seconds,
+// apiserver_admission_webhook_rejection_count, apiserver_admission_match_condition_*),
+// which k8s.io/apiserver keeps in component-base's process-wide registry, for a
+// server's /metrics.
+func Metrics() prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		all, err := legacyregistry.DefaultGatherer.Gather()
+		out := all[:0]
+		for _, mf := range all {
+			for _, p := range metricPrefixes {
+				if strings.HasPrefix(mf.GetName(), p) {
+					out = append(out, mf)
+					break
+				}
+			}
+		}
+		return out, err
+	})
+}
