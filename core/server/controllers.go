@@ -164,6 +164,11 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	// The CA pods are told to trust is the one this client trusts the server with, as
 	// kube-controller-manager falls back to without --root-ca-file.
 	rootCA := cfg.CAData
+	if len(rootCA) == 0 && cfg.CAFile != "" {
+		if rootCA, err = os.ReadFile(cfg.CAFile); err != nil {
+			return fail(fmt.Errorf("reading the CA of the controllers' kubeconfig: %w", err))
+		}
+	}
 	if len(rootCA) == 0 && signingCA != nil {
 		rootCA = signingCA.CertPEM
 	}

@@ -67,13 +67,8 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, l
 			c.queue.Add(key)
 		}
 	}
-	if _, err := svcs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
-	}); err != nil {
-		return nil, fmt.Errorf("adding service handler: %w", err)
-	}
-	if _, err := pods.Informer().AddEventHandler(podservices.Handler(c.serviceLister, c.queue.Add)); err != nil {
-		return nil, fmt.Errorf("adding pod handler: %w", err)
+	if err := podservices.Watch(svcs, pods, c.queue.Add); err != nil {
+		return nil, err
 	}
 	// Endpoints deleted by someone else are written again.
 	if _, err := eps.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: enqueue}); err != nil {

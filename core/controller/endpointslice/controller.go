@@ -71,18 +71,8 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "endpoint_slice"}),
 		log: log.With("controller", "endpointslice"),
 	}
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			c.queue.Add(key)
-		}
-	}
-	if _, err := svcs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
-	}); err != nil {
-		return nil, fmt.Errorf("adding service handler: %w", err)
-	}
-	if _, err := pods.Informer().AddEventHandler(podservices.Handler(c.serviceLister, c.queue.Add)); err != nil {
-		return nil, fmt.Errorf("adding pod handler: %w", err)
+	if err := podservices.Watch(svcs, pods, c.queue.Add); err != nil {
+		return nil, err
 	}
 	if _, err := slices.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {

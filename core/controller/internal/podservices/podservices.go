@@ -3,10 +3,13 @@
 package podservices
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -76,4 +79,24 @@ func relevantChange(o, n *corev1.Pod) bool {
 		!equality.Semantic.DeepEqual(o.Status.Conditions, n.Status.Conditions) || o.Spec.NodeName != n.Spec.NodeName ||
 		o.Spec.Hostname != n.Spec.Hostname || o.Spec.Subdomain != n.Spec.Subdomain ||
 		(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) || !equality.Semantic.DeepEqual(o.Spec.Containers, n.Spec.Containers)
+}
+
+// Watch enqueues the key of every Service added, updated or deleted, and of the Services
+// of each pod event (see Handler): what a controller that writes something per Service
+// from its pods listens to.
+func Watch(svcs coreinformers.ServiceInformer, pods coreinformers.PodInformer, enqueue func(key string)) error {
+	add := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			enqueue(key)
+		}
+	}
+	if _, err := svcs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: add, UpdateFunc: func(_, obj any) { add(obj) }, DeleteFunc: add,
+	}); err != nil {
+		return fmt.Errorf("adding service handler: %w", err)
+	}
+	if _, err := pods.Informer().AddEventHandler(Handler(svcs.Lister(), enqueue)); err != nil {
+		return fmt.Errorf("adding pod handler: %w", err)
+	}
+	return nil
 }
