@@ -134,6 +134,7 @@ require (
 	k8s.io/component-helpers v0.37.2 // indirect
 	k8s.io/cri-api v0.37.2 // indirect
 	k8s.io/cri-client v0.37.2 // indirect
+	k8s.io/endpointslice v0.37.2
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kms v0.37.2 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect

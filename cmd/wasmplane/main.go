@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/wasmplane/wasmplane/core/apiserver/servicealloc"
 	"github.com/wasmplane/wasmplane/core/authn"
 	"github.com/wasmplane/wasmplane/core/server"
 	"github.com/wasmplane/wasmplane/core/version"
@@ -48,7 +49,7 @@ func newRoot() *cobra.Command {
 
 func newUp() *cobra.Command {
 	var cfg server.Config
-	var logLevel, memoryLimit string
+	var logLevel, memoryLimit, serviceCIDR, nodePortRange, advertise string
 	var disableKubelet bool
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -77,6 +78,9 @@ func newUp() *cobra.Command {
 				return err
 			}
 			cfg.KubeletPort = kubeletPort(cfg.KubeletPort)
+			if err := parseServiceFlags(serviceCIDR, nodePortRange, advertise, &cfg); err != nil {
+				return err
+			}
 			freePort := cfg.Port == 0
 			if freePort {
 				cfg.Port = rememberedPort(cfg.DataDir)
@@ -135,6 +139,9 @@ func newUp() *cobra.Command {
 	f.StringVar(&cfg.ContainerRuntimeEndpoint, "container-runtime-endpoint", "", "CRI socket (e.g. unix:///run/containerd/containerd.sock); default the built-in WASI runtime")
 	f.BoolVar(&cfg.DisableControllers, "disable-controllers", false, "do not run the controllers (run wasmplane controller-manager instead)")
 	f.BoolVar(&cfg.DisableScheduler, "disable-scheduler", false, "do not run the scheduler (run wasmplane scheduler instead)")
+	f.StringVar(&serviceCIDR, "service-cluster-ip-range", servicealloc.DefaultServiceCIDR.String(), "CIDR of Services' cluster IPs; its first address is the kubernetes Service's")
+	f.StringVar(&nodePortRange, "service-node-port-range", servicealloc.DefaultNodePortRange.String(), "range of ports NodePort and LoadBalancer Services get (LOW-HIGH)")
+	f.StringVar(&advertise, "advertise-address", "", "address listed in the kubernetes Service's endpoints (default the bind address, or the host's first non-loopback one)")
 	addCeilingFlags(f, &cfg.PluginCeilings)
 	addCallBoundFlags(f, &cfg.WasmCallBounds)
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

@@ -15,7 +15,9 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -34,6 +36,8 @@ func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	adders := []func(*runtime.Scheme) error{
 		corev1.AddToScheme,
+		discoveryv1.AddToScheme,
+		networkingv1.AddToScheme,
 		appsv1.AddToScheme,
 		autoscalingv1.AddToScheme,
 		coordinationv1.AddToScheme,

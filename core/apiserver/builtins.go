@@ -34,7 +34,8 @@ func builtins(s *Server, cfg Config) []endpoints.Definition {
 				return obj.(*corev1.Node), nil
 			}},
 		TokenReviewer: cfg.TokenReviewer, Blobs: cfg.Blobs, Authorizer: cfg.Authorizer, RuleResolver: cfg.RuleResolver,
-		NamespaceMarked: func(name string) { s.nsMarked.mark(name, time.Now()) },
+		NamespaceMarked:  func(name string) { s.nsMarked.mark(name, time.Now()) },
+		ServiceAllocator: s.services,
 	}
 	if cfg.TokenRequest != nil {
 		c := *cfg.TokenRequest

@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -27,6 +29,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/apiserver/openapi"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	"github.com/wasmplane/wasmplane/core/apiserver/resources"
+	"github.com/wasmplane/wasmplane/core/apiserver/servicealloc"
 	"github.com/wasmplane/wasmplane/core/authn"
 	"github.com/wasmplane/wasmplane/core/authz"
 	"github.com/wasmplane/wasmplane/core/storage"
@@ -92,6 +95,16 @@ type Config struct {
 	// RuleResolver lists a user's rules (escalation checks, SelfSubjectRulesReview); nil =
 	// nobody holds any rule.
 	RuleResolver authz.RuleResolver
+	// ServiceCIDR is the range of Services' cluster IPs (kube-apiserver's
+	// --service-cluster-ip-range; zero = 10.96.0.0/12, kubeadm's default).
+	ServiceCIDR netip.Prefix
+	// NodePortRange is the range of node ports (--service-node-port-range; zero =
+	// 30000-32767).
+	NodePortRange servicealloc.PortRange
+	// NodePorts keeps the node port bitmap (etcd); nil = in memory, for tests only.
+	NodePorts servicealloc.RangeStore
+	// Logger receives the server's logs; nil = slog.Default().
+	Logger *slog.Logger
 }
 
 // noRules is the RuleResolver of a server without RBAC.
@@ -125,6 +138,8 @@ type Server struct {
 	cur atomic.Pointer[snapshot]
 	// nsMarked remembers namespaces this server just put in Terminating.
 	nsMarked recentSet
+	// services allocates Services' cluster IPs and node ports.
+	services *servicealloc.Services
 }
 
 // liveLookupTTL is how long after marking a namespace Terminating NamespaceLifecycle
@@ -194,6 +209,11 @@ func New(cfg Config) (*Server, error) {
 	s.initializers = &initializerRegistry{s: s, waiting: cfg.InitializerWaiting}
 	s.admission = builtinAdmission(s, &cfg)
 	s.cur.Store(s.newSnapshot(nil))
+	services, err := newServiceAllocator(s, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.services = services
 	if err := s.AddResources(builtins(s, cfg)...); err != nil {
 		return nil, err
 	}

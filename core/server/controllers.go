@@ -12,11 +12,14 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/certificates"
 	"github.com/wasmplane/wasmplane/core/controller/clusterroleaggregation"
 	"github.com/wasmplane/wasmplane/core/controller/deployment"
+	"github.com/wasmplane/wasmplane/core/controller/endpoint"
+	"github.com/wasmplane/wasmplane/core/controller/endpointslice"
 	"github.com/wasmplane/wasmplane/core/controller/garbagecollector"
 	"github.com/wasmplane/wasmplane/core/controller/namespace"
 	"github.com/wasmplane/wasmplane/core/controller/nodelifecycle"
 	"github.com/wasmplane/wasmplane/core/controller/replicaset"
 	"github.com/wasmplane/wasmplane/core/controller/resourcequota"
+	"github.com/wasmplane/wasmplane/core/controller/rootcacertpublisher"
 	"github.com/wasmplane/wasmplane/core/controller/serviceaccount"
 	"github.com/wasmplane/wasmplane/core/pki"
 	corev1 "k8s.io/api/core/v1"
@@ -81,8 +84,9 @@ func startControllers(ctx context.Context, cfg *rest.Config, signingCA *pki.CA, 
 	}, nil
 }
 
-// RunControllers runs the namespace, ReplicaSet, Deployment, garbage-collector and
-// CertificateSigningRequest controllers until ctx ends and they have all stopped. If ready
+// RunControllers runs the namespace, ReplicaSet, Deployment, garbage-collector,
+// CertificateSigningRequest, Endpoints, EndpointSlice and root CA publisher controllers
+// (among others) until ctx ends and they have all stopped. If ready
 // is non-nil it receives nil once the controllers are started, or the setup error. The
 // kubelet client certificate signer runs only with a signingCA (the cluster CA and its
 // key), as kube-controller-manager's csrsigning runs only with --cluster-signing-*-file.
@@ -149,6 +153,33 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	if err != nil {
 		return fail(err)
 	}
+	epc, err := endpoint.New(client, factory, log)
+	if err != nil {
+		return fail(err)
+	}
+	esc, err := endpointslice.New(client, factory, recorder, log)
+	if err != nil {
+		return fail(err)
+	}
+	// The CA pods are told to trust is the one this client trusts the server with, as
+	// kube-controller-manager falls back to without --root-ca-file.
+	rootCA := cfg.CAData
+	if len(rootCA) == 0 && cfg.CAFile != "" {
+		if rootCA, err = os.ReadFile(cfg.CAFile); err != nil {
+			return fail(fmt.Errorf("reading the CA of the controllers' kubeconfig: %w", err))
+		}
+	}
+	if len(rootCA) == 0 && signingCA != nil {
+		rootCA = signingCA.CertPEM
+	}
+	var rootCAPublisher *rootcacertpublisher.Publisher
+	if len(rootCA) > 0 {
+		if rootCAPublisher, err = rootcacertpublisher.New(client, factory, rootCA, log); err != nil {
+			return fail(err)
+		}
+	} else {
+		log.Warn("no cluster CA known: kube-root-ca.crt is not published")
+	}
 	var csrSigner *certificates.Signer
 	if signingCA != nil {
 		if csrSigner, err = certificates.NewSigner(client, factory, signingCA, 0, log); err != nil {
@@ -168,6 +199,11 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	wg.Go(func() { crac.Run(ctx, 1) })
 	wg.Go(func() { sac.Run(ctx, 1) })
 	wg.Go(func() { rqc.Run(ctx, 2) })
+	wg.Go(func() { epc.Run(ctx, 5) })
+	wg.Go(func() { esc.Run(ctx, 5) })
+	if rootCAPublisher != nil {
+		wg.Go(func() { rootCAPublisher.Run(ctx, 1) })
+	}
 	wg.Go(func() {
 		if err := gc.Run(ctx, 5); err != nil && ctx.Err() == nil {
 			log.Error("garbage collector stopped", "err", err)

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,12 +27,15 @@ import (
 	"github.com/wasmplane/wasmplane/core/apiserver"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	"github.com/wasmplane/wasmplane/core/apiserver/resources"
+	"github.com/wasmplane/wasmplane/core/apiserver/servicealloc"
 	"github.com/wasmplane/wasmplane/core/pki"
 	"github.com/wasmplane/wasmplane/core/storage"
 	"github.com/wasmplane/wasmplane/core/storage/blobs"
 	"github.com/wasmplane/wasmplane/core/storage/etcdserver"
 	"github.com/wasmplane/wasmplane/plugins/wasm"
 	"github.com/wasmplane/wasmplane/plugins/wasm/manager"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -100,6 +104,16 @@ type Config struct {
 	// ContainerRuntimeEndpoint is a CRI socket (e.g. containerd's); empty = the built-in
 	// WASI runtime.
 	ContainerRuntimeEndpoint string
+	// ServiceCIDR is the range of Services' cluster IPs (kube-apiserver's
+	// --service-cluster-ip-range; zero = 10.96.0.0/12, kubeadm's default). Its first
+	// address is the `kubernetes` Service's.
+	ServiceCIDR netip.Prefix
+	// NodePortRange is the range of node ports (zero = 30000-32767).
+	NodePortRange servicealloc.PortRange
+	// AdvertiseAddress is the address listed in the `kubernetes` Service's endpoints
+	// (kube-apiserver's --advertise-address); zero = the bind address, or the host's first
+	// non-loopback address when it binds every address.
+	AdvertiseAddress netip.Addr
 }
 
 // Instance is a running wasmplane control plane.
@@ -114,8 +128,11 @@ type Instance struct {
 	closeOnce  sync.Once
 	mu         sync.Mutex
 	closers    []func()
-	api        *apiserver.Server
-	etcd       []string
+	// beforeShutdown runs while the server still serves, when it is stopping (this server
+	// takes itself out of the kubernetes endpoints through its own API).
+	beforeShutdown []func()
+	api            *apiserver.Server
+	etcd           []string
 }
 
 // URL is the API server's base URL.
@@ -288,7 +305,14 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if err != nil {
 		return fail(err)
 	}
+	// The node port bitmap is one key, read and written by every API server of the cluster
+	// with optimistic concurrency; it is kept where Kubernetes keeps it.
+	nodePorts := servicealloc.StorageRangeStore{Key: servicealloc.NodePortsKey, Storage: storage.NewEtcd(client, storage.ResourceConfig{
+		GroupResource: corev1.Resource("rangeallocations"), Prefix: "/registry/ranges", Codec: codec,
+		NewFunc: func() runtime.Object { return &corev1.RangeAllocation{} }, NewListFunc: func() runtime.Object { return &metav1.List{} },
+	}, storage.WithLogger(log))}
 	srv, err = apiserver.New(apiserver.Config{
+		ServiceCIDR: cfg.ServiceCIDR, NodePortRange: cfg.NodePortRange, NodePorts: nodePorts, Logger: log,
 		Authorizer: authorizer, RuleResolver: rbac, KubeletClientTLS: kubeletTLS, Scheme: scheme, Storage: factory, Metrics: metrics, Blobs: blobs.New(client, "/wasmplane/blobs"),
 		Authenticator:       chain,
 		MaxRequestsInFlight: cfg.MaxRequestsInFlight, MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
@@ -316,6 +340,9 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if err := srv.EnsureSystemPriorityClasses(ctx); err != nil {
 		return fail(err)
 	}
+	if err := srv.EnsureServiceCIDR(ctx); err != nil {
+		return fail(err)
+	}
 	hs := &http.Server{Handler: srv.Handler, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 1 << 20, TLSConfig: tlsConfig}
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- hs.ServeTLS(ln, "", "") }()
@@ -332,6 +359,13 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 			if !errors.Is(err, http.ErrServerClosed) {
 				inst.err = fmt.Errorf("API server: %w", err)
 			}
+		}
+		inst.mu.Lock()
+		before := inst.beforeShutdown
+		inst.beforeShutdown = nil
+		inst.mu.Unlock()
+		for _, f := range before {
+			f()
 		}
 		shutdownCtx, c := context.WithTimeout(context.Background(), 5*time.Second)
 		defer c()
@@ -372,6 +406,16 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	}()
 	inst.mu.Lock()
 	inst.closers = append(inst.closers, func() { <-pluginsDone }, func() { <-crdsDone }, func() { <-webhooksDone })
+	inst.mu.Unlock()
+	stopKubernetesService, err := startKubernetesService(ctx, inst.loopbackConfig(), srv.ServiceIPs().Reserved(),
+		advertiseAddress(cfg.AdvertiseAddress, ln.Addr().(*net.TCPAddr)), int32(ln.Addr().(*net.TCPAddr).Port), log)
+	if err != nil {
+		cancel()
+		<-inst.done
+		return nil, err
+	}
+	inst.mu.Lock()
+	inst.beforeShutdown = append(inst.beforeShutdown, stopKubernetesService)
 	inst.mu.Unlock()
 	ctrlCtx := ctx
 	if cfg.DisableControllers {

@@ -83,6 +83,7 @@ var pages = []page{
 	{path: "docs/troubleshooting.md", timeout: 2 * time.Minute},
 	{path: "docs/security.md", timeout: time.Minute},
 	{path: "docs/multi-tenancy.md", timeout: 2 * time.Minute},
+	{path: "docs/services.md", timeout: time.Minute},
 }
 
 // skipped are the lines the test performs itself (see the package comment).

@@ -131,6 +131,24 @@ type Resource struct {
 	// Traced keeps the journey of each created object for the trace subresource
 	// (`wasmplane trace`); the server gives the resource's store a trace store.
 	Traced bool
+	// Allocator, when set, reserves what objects claim from pools shared by every object
+	// of the resource (a Service's cluster IP and node ports), as Kubernetes' BeginCreate,
+	// BeginUpdate and AfterDelete hooks do.
+	Allocator Allocator
+}
+
+// Allocator reserves what an object claims from a shared pool around its write. Begin
+// calls run after validation and may fill in the object (an allocated IP); the returned
+// finish is called once with whether the write was stored, and releases what Begin
+// reserved when it was not, so a failed write leaves nothing allocated.
+type Allocator interface {
+	// BeginCreate reserves what a new object claims; with dryRun it only checks.
+	BeginCreate(ctx context.Context, obj runtime.Object, dryRun bool) (finish func(ctx context.Context, stored bool), err error)
+	// BeginUpdate reserves what obj claims beyond old; a stored update releases what old
+	// held that obj no longer does.
+	BeginUpdate(ctx context.Context, obj, old runtime.Object, dryRun bool) (finish func(ctx context.Context, stored bool), err error)
+	// Release frees what a deleted object held.
+	Release(ctx context.Context, obj runtime.Object)
 }
 
 // GroupResource is the resource's group and plural name.

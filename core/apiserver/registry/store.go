@@ -225,7 +225,14 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 		return nil, err
 	}
 	pending := s.setPending(ctx, obj)
+	finish := func(context.Context, bool) {}
+	if a := s.Resource.Allocator; a != nil {
+		if finish, err = a.BeginCreate(ctx, obj, opts.DryRun); err != nil {
+			return nil, err
+		}
+	}
 	if opts.DryRun {
+		finish(ctx, false)
 		// A dry run must still report a name clash, as Kubernetes does.
 		existing := s.Resource.NewFunc()
 		err := s.Storage.Get(ctx, s.Key(namespace, accessor.GetName()), storage.GetOptions{IgnoreNotFound: true}, existing)
@@ -245,6 +252,7 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 		accessor.SetName(generateName(accessor.GetGenerateName()))
 		err = s.Storage.Create(ctx, s.Key(namespace, accessor.GetName()), obj, out)
 	}
+	finish(ctx, err == nil)
 	if err != nil {
 		return nil, err
 	}
@@ -429,8 +437,18 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 	created := false
 	var dryRunResult runtime.Object
 	var oldPending string
+	// finish ends the allocation of the last attempt; an attempt retried after a conflict
+	// first releases what the one before it reserved.
+	var finish func(context.Context, bool)
+	endAttempt := func(stored bool) {
+		if finish != nil {
+			finish(ctx, stored)
+			finish = nil
+		}
+	}
 	out := s.Resource.NewFunc()
 	err := s.Storage.GuaranteedUpdate(ctx, key, out, true, nil, func(current runtime.Object, _ storage.ResponseMeta) (runtime.Object, error) {
+		endAttempt(false)
 		existingMeta, err := meta.Accessor(current)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
@@ -469,6 +487,11 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 			if opts.DryRun {
 				dryRunResult = res
 				return nil, errDryRunDone
+			}
+			if a := s.Resource.Allocator; a != nil {
+				if finish, err = a.BeginCreate(ctx, res, false); err != nil {
+					return nil, err
+				}
 			}
 			return res, nil
 		}
@@ -513,12 +536,19 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 		if opts.BeforeWrite != nil {
 			opts.BeforeWrite(obj, current)
 		}
+		if a := s.Resource.Allocator; a != nil && opts.Strategy == nil {
+			if finish, err = a.BeginUpdate(ctx, obj, current, opts.DryRun); err != nil {
+				return nil, err
+			}
+		}
 		if opts.DryRun {
+			endAttempt(false)
 			dryRunResult = obj
 			return nil, errDryRunDone
 		}
 		return obj, nil
 	})
+	endAttempt(err == nil)
 	if errors.Is(err, errDryRunDone) {
 		return dryRunResult, created, nil
 	}
@@ -539,6 +569,7 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 		deleted := s.Resource.NewFunc()
 		derr := s.Storage.Delete(ctx, key, deleted, &storage.Preconditions{UID: &uid}, nil)
 		if derr == nil {
+			s.release(ctx, deleted)
 			return deleted, false, nil
 		}
 		if !apierrors.IsNotFound(derr) && !apierrors.IsConflict(derr) {
@@ -716,7 +747,15 @@ func (s *Store) deleteOnce(ctx context.Context, namespace, name string, opts *me
 	if err := s.Storage.Delete(ctx, key, out, pre, sameObject); err != nil {
 		return nil, false, err
 	}
+	s.release(ctx, out)
 	return out, true, nil
+}
+
+// release frees what a deleted object held in the resource's allocator.
+func (s *Store) release(ctx context.Context, deleted runtime.Object) {
+	if a := s.Resource.Allocator; a != nil {
+		a.Release(ctx, deleted)
+	}
 }
 
 func (s *Store) retain(obj runtime.Object) bool {

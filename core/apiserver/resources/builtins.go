@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	"github.com/wasmplane/wasmplane/core/authz"
 	"github.com/wasmplane/wasmplane/core/storage/blobs"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,8 @@ type BuiltinConfig struct {
 	// Authorizer and RuleResolver back the access reviews and RBAC's escalation check.
 	Authorizer   authz.Authorizer
 	RuleResolver authz.RuleResolver
+	// ServiceAllocator, when set, allocates Services' cluster IPs and node ports.
+	ServiceAllocator registry.Allocator
 	// NamespaceMarked, when set, hears the name of each namespace a delete has just put
 	// in Terminating (NamespaceLifecycle reads such a namespace from etcd for a while).
 	NamespaceMarked func(name string)
@@ -50,10 +53,20 @@ func Builtins(cfg BuiltinConfig) []Definition {
 			core[i].Resource = &res
 		}
 	}
+	inputs := SchedulingInputs()
+	if cfg.ServiceAllocator != nil {
+		for i, d := range inputs {
+			if d.Resource.GroupVersionKind() == corev1.SchemeGroupVersion.WithKind("Service") {
+				res := *d.Resource
+				res.Allocator = cfg.ServiceAllocator
+				inputs[i].Resource = &res
+			}
+		}
+	}
 	var all []Definition
 	for _, group := range [][]Definition{
-		core, Apps(), Coordination(), Events(), Wasmplane(cfg.Blobs), Initializers(), Policy(),
-		RBAC(cfg.Authorizer, cfg.RuleResolver), Certificates(), SchedulingInputs(),
+		core, Endpoints(), Discovery(), Networking(), Apps(), Coordination(), Events(), Wasmplane(cfg.Blobs), Initializers(), Policy(),
+		RBAC(cfg.Authorizer, cfg.RuleResolver), Certificates(), inputs,
 		Authorization(cfg.Authorizer, cfg.RuleResolver), Authentication(cfg.TokenReviewer),
 	} {
 		for _, d := range group {

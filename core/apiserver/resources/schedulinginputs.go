@@ -34,18 +34,23 @@ func SchedulingInputs() []Definition {
 		stored(core, "services", "Service", []string{"svc"}, true, true, func() runtime.Object { return &corev1.Service{} },
 			func() runtime.Object { return &corev1.ServiceList{} }, &strategy{
 				defaults:      func(obj runtime.Object) { defaultService(obj.(*corev1.Service)) },
-				prepareCreate: func(obj runtime.Object) { obj.(*corev1.Service).Status = corev1.ServiceStatus{} },
-				prepareUpdate: func(obj, old runtime.Object) { obj.(*corev1.Service).Status = old.(*corev1.Service).Status },
-				validate:      func(obj runtime.Object) field.ErrorList { return validateService(obj.(*corev1.Service)) },
+				prepareCreate: servicesPrepareCreate,
+				prepareUpdate: servicesPrepareUpdate,
+				validate: func(obj runtime.Object) field.ErrorList {
+					s := obj.(*corev1.Service)
+					return append(validateService(s), validateServiceIPs(s)...)
+				},
 				validateUpdate: func(obj, old runtime.Object) field.ErrorList {
 					s, o := obj.(*corev1.Service), old.(*corev1.Service)
-					if o.Spec.ClusterIP == "" || s.Spec.ClusterIP == o.Spec.ClusterIP {
+					// A Service becoming ExternalName gives its cluster IP up.
+					if o.Spec.ClusterIP == "" || s.Spec.ClusterIP == o.Spec.ClusterIP ||
+						(s.Spec.Type == corev1.ServiceTypeExternalName && s.Spec.ClusterIP == "") {
 						return nil
 					}
 					return apimachineryvalidation.ValidateImmutableField(s.Spec.ClusterIP, o.Spec.ClusterIP, field.NewPath("spec", "clusterIP"))
 				},
 				validateOnUpdate: true,
-			}, inCategory("all"), createOnUpdate),
+			}, inCategory("all"), createOnUpdate, func(r *registry.Resource) { r.Printer = servicePrinter() }),
 		stored(core, "replicationcontrollers", "ReplicationController", []string{"rc"}, true, true,
 			func() runtime.Object { return &corev1.ReplicationController{} },
 			func() runtime.Object { return &corev1.ReplicationControllerList{} }, &strategy{
@@ -439,6 +444,9 @@ func defaultService(s *corev1.Service) {
 	}
 	if (s.Spec.Type == corev1.ServiceTypeNodePort || s.Spec.Type == corev1.ServiceTypeLoadBalancer) && s.Spec.ExternalTrafficPolicy == "" {
 		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+	}
+	if s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.Spec.AllocateLoadBalancerNodePorts == nil {
+		s.Spec.AllocateLoadBalancerNodePorts = ptr.To(true)
 	}
 	for i := range s.Spec.Ports {
 		p := &s.Spec.Ports[i]
