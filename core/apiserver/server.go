@@ -608,6 +608,9 @@ func fieldManagers(scheme *runtime.Scheme, tc managedfields.TypeConverter, res *
 	if res.TypeConverter != nil {
 		cfg.TypeConverter = res.TypeConverter
 	}
+	if _, ok := res.NewFunc().(runtime.Unstructured); ok {
+		cfg.Unstructured = true
+	}
 	if res.StatusStrategy != nil {
 		cfg.Subresources = []string{apply.Status}
 		if cfg.ResetFields == nil {

@@ -75,6 +75,10 @@ type Config struct {
 	// Subresources that write the object besides the object itself ("status"); those
 	// named in ResetFields are added.
 	Subresources []string
+	// Unstructured is set for a kind whose objects are unstructured (a custom resource):
+	// Scheme does not know it, so the field managers create and convert its objects
+	// without it.
+	Unstructured bool
 }
 
 // Managers holds a resource's field managers by subresource.
@@ -103,7 +107,12 @@ func NewManagers(cfg Config) (*Managers, error) {
 				fieldpath.APIVersion(cfg.Kind.GroupVersion().String()): fieldpath.NewExcludeSetFilter(fieldpath.NewSet(paths...)),
 			}
 		}
-		fm, err := managedfields.NewDefaultFieldManager(tc, cfg.Scheme, def, cfg.Scheme, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
+		var convertor runtime.ObjectConvertor = cfg.Scheme
+		var creater runtime.ObjectCreater = cfg.Scheme
+		if cfg.Unstructured {
+			convertor, creater = unstructuredScheme{kind: cfg.Kind}, unstructuredScheme{kind: cfg.Kind}
+		}
+		fm, err := managedfields.NewDefaultFieldManager(tc, convertor, def, creater, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
 		if err != nil {
 			return nil, fmt.Errorf("field manager of %s %q: %w", cfg.Kind, sub, err)
 		}
