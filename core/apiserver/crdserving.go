@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wasmplane/wasmplane/core/apiserver/apply"
 	"github.com/wasmplane/wasmplane/core/apiserver/crdnames"
 	"github.com/wasmplane/wasmplane/core/apiserver/customresource"
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
@@ -306,6 +307,12 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 		res := v.Resource
 		res.StoragePrefix = prefix
 		res.Warning = v.Deprecation
+		if v.Status != nil {
+			// As Kubernetes' custom resource strategies: a write of the object does not own
+			// status and a write of status does not own spec. Naming the status endpoint here
+			// also gives it its field manager, so server-side apply to status is served.
+			res.ResetFields = apply.StatusResetFields(nil)
+		}
 		coerce := v.Coerce
 		res.Prune = func(obj runtime.Object) ([]string, error) {
 			u, ok := obj.(*unstructured.Unstructured)

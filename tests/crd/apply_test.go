@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
@@ -16,7 +17,7 @@ import (
 // Server-side apply creates and updates them and records an Apply entry (Helm v4
 // installs a chart's custom objects so); an update records an Update entry; a DELETE
 // whose DeleteOptions body names the resource's own group version is accepted
-// (controller-runtime's client sends it so).
+// (controller-runtime's client sends it so); apply to the status subresource is served.
 func TestCustomResourceWrites(t *testing.T) {
 	e := newEnv(t, testserver.StartAPI(t))
 	ctx := context.Background()
@@ -71,6 +72,20 @@ func TestCustomResourceWrites(t *testing.T) {
 	}
 	if m := managers(raw); m["editor"] != metav1.ManagedFieldsOperationUpdate || m["helm"] != metav1.ManagedFieldsOperationApply {
 		t.Fatalf("managers after an update: %v, want editor by Update beside helm by Apply", m)
+	}
+
+	// Apply to the status subresource owns status only (controller-runtime's
+	// Status().Apply).
+	statusApply := `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"applied"},"status":{"phase":"Ready","replicas":4}}`
+	code, _, body = e.do(t, http.MethodPatch, path+"/status?fieldManager=ctrl", "application/apply-patch+yaml", "application/json", statusApply)
+	if code != http.StatusOK {
+		t.Fatalf("apply to status: %d %s", code, body)
+	}
+	if m := managers(body); m["ctrl"] != metav1.ManagedFieldsOperationApply {
+		t.Fatalf("managers after applying status: %v, want ctrl by Apply", m)
+	}
+	if !strings.Contains(string(body), `"phase":"Ready"`) {
+		t.Fatalf("the applied status is not stored: %s", body)
 	}
 
 	code, _, body = e.do(t, http.MethodDelete, path, "application/json", "application/json",

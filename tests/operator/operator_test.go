@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -25,8 +26,16 @@ import (
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
+
+func TestMain(m *testing.M) {
+	// controller-runtime logs through a process-wide logger that client-go's watchers also
+	// reach before a manager's own is set; without one it warns with a stack trace.
+	ctrllog.SetLogger(logr.FromSlogHandler(testserver.Logger().Handler()))
+	os.Exit(m.Run())
+}
 
 // poll waits until cond holds, failing the test with what the last check saw.
 func poll(t *testing.T, what string, cond func(ctx context.Context) error) {

@@ -82,9 +82,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if w.Status.ObservedGeneration == w.Generation && w.Status.Replicas == w.Spec.Replicas && w.Status.ConfigMap == cm.Name {
 		return ctrl.Result{}, nil
 	}
-	w.Status = WidgetStatus{ObservedGeneration: w.Generation, ConfigMap: cm.Name, Replicas: w.Spec.Replicas}
-	if err := r.Client.Status().Update(ctx, &w); err != nil {
-		return ctrl.Result{}, fmt.Errorf("writing the status of %s: %w", req, err)
+	// Status is applied through the status subresource: the operator owns the status
+	// fields it reports, and a write of status cannot touch spec.
+	status := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": GroupVersion.String(), "kind": "Widget",
+		"metadata": map[string]any{"name": w.Name, "namespace": w.Namespace},
+		"status":   map[string]any{"observedGeneration": w.Generation, "configMap": cm.Name, "replicas": int64(w.Spec.Replicas)},
+	}}
+	if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(status), client.FieldOwner(Name), client.ForceOwnership); err != nil {
+		return ctrl.Result{}, fmt.Errorf("applying the status of %s: %w", req, err)
 	}
 	r.Recorder.Eventf(&w, cm, corev1.EventTypeNormal, "Reconciled", "Apply", "ConfigMap %s holds %d replicas", cm.Name, w.Spec.Replicas)
 	return ctrl.Result{}, nil
