@@ -2,91 +2,102 @@ package crd
 
 import (
 	"context"
-	"slices"
+	"encoding/json"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 )
 
-// TestCustomResourceManagedFields checks that custom objects keep managedFields as
-// built-in ones do: a create and an update record their managers, server-side apply
-// merges by the CRD's schema (the map list spec.ports by name), conflicts with another
-// manager are refused with 409 unless forced, and the status subresource has its own
-// manager.
-func TestCustomResourceManagedFields(t *testing.T) {
+// TestCustomResourceWrites: what Helm v4 and controller-runtime send for custom objects.
+// Server-side apply creates and updates them and records an Apply entry (Helm v4
+// installs a chart's custom objects so); an update records an Update entry; a DELETE
+// whose DeleteOptions body names the resource's own group version is accepted
+// (controller-runtime's client sends it so); apply to the status subresource is served.
+func TestCustomResourceWrites(t *testing.T) {
 	e := newEnv(t, testserver.StartAPI(t))
-	e.establish(t, widgetsCRD())
 	ctx := context.Background()
-	ri := e.dyn.Resource(widgets).Namespace("default")
-	managers := func(t *testing.T, name string) []string {
+	e.establish(t, widgetsCRD())
+	const path = "/apis/example.com/v1/namespaces/default/widgets/applied"
+	const applied = `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"applied"},"spec":{"immutableID":"a","replicas":2,"ports":[{"name":"http","port":80}]}}`
+
+	managers := func(body []byte) map[string]metav1.ManagedFieldsOperationType {
 		t.Helper()
-		got, err := ri.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
+		var obj metav1.PartialObjectMetadata
+		if err := json.Unmarshal(body, &obj); err != nil {
+			t.Fatalf("decoding %s: %v", body, err)
 		}
-		var out []string
-		for _, mf := range got.GetManagedFields() {
-			out = append(out, mf.Manager+"/"+string(mf.Operation)+"/"+mf.Subresource)
+		out := map[string]metav1.ManagedFieldsOperationType{}
+		for _, m := range obj.ManagedFields {
+			out[m.Manager] = m.Operation
 		}
-		slices.Sort(out)
 		return out
 	}
 
-	w := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
-		"metadata": map[string]any{"name": "created"}, "spec": map[string]any{"immutableID": "a", "replicas": int64(2)}}}
-	if _, err := ri.Create(ctx, w, metav1.CreateOptions{FieldManager: "creator"}); err != nil {
-		t.Fatal(err)
+	code, _, body := e.do(t, http.MethodPatch, path+"?fieldManager=helm", "application/apply-patch+yaml", "application/json", applied)
+	if code != http.StatusCreated {
+		t.Fatalf("apply creating a custom object: %d %s", code, body)
 	}
-	if got := managers(t, "created"); !slices.Equal(got, []string{"creator/Update/"}) {
-		t.Fatalf("after a create: managers %v", got)
-	}
-	got, err := ri.Get(ctx, "created", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unstructured.SetNestedField(got.Object, int64(3), "spec", "replicas"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ri.Update(ctx, got, metav1.UpdateOptions{FieldManager: "updater"}); err != nil {
-		t.Fatal(err)
-	}
-	if got := managers(t, "created"); !slices.Equal(got, []string{"creator/Update/", "updater/Update/"}) {
-		t.Fatalf("after an update: managers %v", got)
+	if m := managers(body); m["helm"] != metav1.ManagedFieldsOperationApply {
+		t.Fatalf("managers after apply: %v, want helm by Apply", m)
 	}
 
-	apply := func(manager string, force bool, body string, sub ...string) (*unstructured.Unstructured, error) {
-		return ri.Patch(ctx, "applied", types.ApplyPatchType, []byte(body), metav1.PatchOptions{FieldManager: manager, Force: &force}, sub...)
+	// Another manager setting an owned field conflicts; forcing takes it over.
+	other := `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"applied"},"spec":{"immutableID":"a","replicas":3}}`
+	if code, _, body := e.do(t, http.MethodPatch, path+"?fieldManager=other", "application/apply-patch+yaml", "application/json", other); code != http.StatusConflict {
+		t.Fatalf("a conflicting apply: %d %s, want 409", code, body)
 	}
-	if _, err := apply("alice", false, `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"applied"},
-		"spec":{"immutableID":"b","replicas":1,"ports":[{"name":"http","port":80}]}}`); err != nil {
-		t.Fatalf("first apply: %v", err)
+	if code, _, body := e.do(t, http.MethodPatch, path+"?fieldManager=other&force=true", "application/apply-patch+yaml", "application/json", other); code != http.StatusOK {
+		t.Fatalf("a forced apply: %d %s", code, body)
 	}
-	// bob adds a port of the map list: merged by key, not replacing alice's.
-	out, err := apply("bob", false, `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"applied"},
-		"spec":{"immutableID":"b","ports":[{"name":"metrics","port":9090}]}}`)
+
+	u, err := e.dyn.Resource(widgets).Namespace("default").Get(ctx, "applied", metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("second manager's apply: %v", err)
+		t.Fatal(err)
 	}
-	ports, _, _ := unstructured.NestedSlice(out.Object, "spec", "ports")
-	if len(ports) != 2 {
-		t.Fatalf("spec.ports after two managers applied one port each: %v (want both, merged by name)", ports)
+	if err := unstructured.SetNestedField(u.Object, int64(4), "spec", "replicas"); err != nil {
+		t.Fatal(err)
 	}
-	// bob changing alice's replicas conflicts.
-	_, err = apply("bob", false, `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"applied"},"spec":{"immutableID":"b","replicas":5}}`)
-	if !apierrors.IsConflict(err) {
-		t.Fatalf("apply of a field another manager owns: %v, want 409 Conflict", err)
+	u, err = e.dyn.Resource(widgets).Namespace("default").Update(ctx, u, metav1.UpdateOptions{FieldManager: "editor"})
+	if err != nil {
+		t.Fatalf("updating the applied object: %v", err)
 	}
-	if _, err := apply("bob", true, `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"applied"},"spec":{"immutableID":"b","replicas":5}}`); err != nil {
-		t.Fatalf("forced apply: %v", err)
+	raw, err := json.Marshal(u.Object)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := apply("operator", false, `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"applied"},"status":{"phase":"Ready"}}`, "status"); err != nil {
-		t.Fatalf("apply of status: %v", err)
+	if m := managers(raw); m["editor"] != metav1.ManagedFieldsOperationUpdate || m["helm"] != metav1.ManagedFieldsOperationApply {
+		t.Fatalf("managers after an update: %v, want editor by Update beside helm by Apply", m)
 	}
-	if got := managers(t, "applied"); !slices.Equal(got, []string{"alice/Apply/", "bob/Apply/", "operator/Apply/status"}) {
-		t.Fatalf("after the applies: managers %v", got)
+
+	// Apply to the status subresource owns status only (controller-runtime's
+	// Status().Apply).
+	statusApply := `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"applied"},"status":{"phase":"Ready","replicas":4}}`
+	code, _, body = e.do(t, http.MethodPatch, path+"/status?fieldManager=ctrl", "application/apply-patch+yaml", "application/json", statusApply)
+	if code != http.StatusOK {
+		t.Fatalf("apply to status: %d %s", code, body)
+	}
+	if m := managers(body); m["ctrl"] != metav1.ManagedFieldsOperationApply {
+		t.Fatalf("managers after applying status: %v, want ctrl by Apply", m)
+	}
+	if !strings.Contains(string(body), `"phase":"Ready"`) {
+		t.Fatalf("the applied status is not stored: %s", body)
+	}
+
+	code, _, body = e.do(t, http.MethodDelete, path, "application/json", "application/json",
+		`{"kind":"DeleteOptions","apiVersion":"example.com/v1","propagationPolicy":"Background"}`)
+	if code != http.StatusOK {
+		t.Fatalf("deleting with DeleteOptions of the resource's group version: %d %s", code, body)
+	}
+	if _, err := e.dyn.Resource(widgets).Namespace("default").Get(ctx, "applied", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the object is still there after delete: %v", err)
+	}
+	code, _, body = e.do(t, http.MethodDelete, path, "application/json", "application/json", `{"kind":"Widget","apiVersion":"example.com/v1"}`)
+	if code != http.StatusBadRequest {
+		t.Fatalf("deleting with a body that is no DeleteOptions: %d %s, want 400", code, body)
 	}
 }

@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
 )
 
 // DefaultMaxRequestBodyBytes is Kubernetes' limit on a request body (3 MiB).
@@ -334,6 +336,29 @@ func dryRunValues(q url.Values, opts *metav1.DeleteOptions) url.Values {
 	return out
 }
 
+// decodeForeignDeleteOptions reads a JSON or YAML DeleteOptions stamped with the group
+// version of the resource it deletes (controller-runtime sends custom resources'
+// deletes so): Kubernetes registers DeleteOptions in every served group version, the
+// schemes here only in meta.k8s.io/v1 and v1.
+func decodeForeignDeleteOptions(body []byte, opts *metav1.DeleteOptions) error {
+	data, err := yaml.YAMLToJSON(body)
+	if err != nil {
+		return fmt.Errorf("reading DeleteOptions: %w", err)
+	}
+	var tm metav1.TypeMeta
+	if err := json.Unmarshal(data, &tm); err != nil {
+		return fmt.Errorf("reading DeleteOptions: %w", err)
+	}
+	if tm.Kind != "DeleteOptions" {
+		return fmt.Errorf("the body is a %q, not DeleteOptions", tm.Kind)
+	}
+	if err := json.Unmarshal(data, opts); err != nil {
+		return fmt.Errorf("reading DeleteOptions: %w", err)
+	}
+	opts.TypeMeta = metav1.TypeMeta{}
+	return nil
+}
+
 // deleteOptions reads DeleteOptions from the body or the query.
 func (s *Scope) deleteOptions(req *http.Request) (*metav1.DeleteOptions, error) {
 	opts := &metav1.DeleteOptions{}
@@ -349,7 +374,9 @@ func (s *Scope) deleteOptions(req *http.Request) (*metav1.DeleteOptions, error) 
 		gvk := metav1.SchemeGroupVersion.WithKind("DeleteOptions")
 		if _, _, err := s.Codecs.Factory.UniversalDecoder().Decode(body, &gvk, opts); err != nil {
 			if _, _, err2 := info.Serializer.Decode(body, &gvk, opts); err2 != nil {
-				return nil, apierrors.NewBadRequest(fmt.Sprintf("decoding DeleteOptions: %v", err))
+				if err3 := decodeForeignDeleteOptions(body, opts); err3 != nil {
+					return nil, apierrors.NewBadRequest(fmt.Sprintf("decoding DeleteOptions: %v", err))
+				}
 			}
 		}
 	} else if err := s.Codecs.DecodeParams(req.URL.Query(), opts); err != nil {

@@ -204,15 +204,23 @@ func Build(dir, pkg string) (string, error) {
 // *bin, runs the package's tests and removes the directory; TestMain passes the result to
 // os.Exit.
 func RunWithBinary(m *testing.M, pkg string, bin *string) int {
+	return RunWithBinaries(m, map[string]*string{pkg: bin})
+}
+
+// RunWithBinaries is RunWithBinary for several tools: each package of bins (import path
+// to where its binary's path goes) is built once, one after the other, before the tests.
+func RunWithBinaries(m *testing.M, bins map[string]*string) int {
 	dir, err := os.MkdirTemp("", "wasmplane-test-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if *bin, err = Build(dir, pkg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	for pkg, bin := range bins {
+		if *bin, err = Build(dir, pkg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	return m.Run()
 }
