@@ -85,6 +85,11 @@ func measure(ctx context.Context, name string, c *peers.ControlPlane, procs []st
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("%s: namespace: %w", name, err)
 	}
+	// kube-apiserver's ServiceAccount admission wants the namespace's default account,
+	// which no controller creates here.
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("%s: service account: %w", name, err)
+	}
 	rss := func() (int64, error) {
 		var sum int64
 		for _, p := range procs {

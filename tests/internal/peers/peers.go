@@ -135,7 +135,9 @@ func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
 		"--service-account-signing-key-file", filepath.Join(o.WorkDir, "sa.key"),
 		"--token-auth-file", filepath.Join(o.WorkDir, "tokens.csv"),
 		"--authorization-mode", "Node,RBAC",
-		"--service-cluster-ip-range", "10.96.0.0/12"}, o.APIServerArgs...)
+		"--service-cluster-ip-range", "10.96.0.0/12",
+		// A loopback advertise address is refused by the endpoint reconcilers.
+		"--endpoint-reconciler-type", "none"}, o.APIServerArgs...)
 	if err := c.start(o, "kube-apiserver", args...); err != nil {
 		return nil, err
 	}
@@ -149,7 +151,7 @@ func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
 		return nil, fmt.Errorf("writing the peer kubeconfig: %w", err)
 	}
 	if err := waitHealthy(ctx, c.URL+"/readyz", token, 2*time.Minute); err != nil {
-		return nil, fmt.Errorf("kube-apiserver not ready (log: %s): %w", filepath.Join(o.WorkDir, "kube-apiserver.log"), err)
+		return nil, fmt.Errorf("kube-apiserver not ready: %w; the end of its log:\n%s", err, logTail(filepath.Join(o.WorkDir, "kube-apiserver.log")))
 	}
 	if o.ControllerManager {
 		args := []string{"--kubeconfig", c.Kubeconfig, "--authentication-kubeconfig", c.Kubeconfig,
@@ -165,7 +167,7 @@ func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
 			return nil, err
 		}
 		if err := waitHealthy(ctx, "https://127.0.0.1:"+strconv.Itoa(kcmPort)+"/healthz", "", time.Minute); err != nil {
-			return nil, fmt.Errorf("kube-controller-manager not healthy (log: %s): %w", filepath.Join(o.WorkDir, "kube-controller-manager.log"), err)
+			return nil, fmt.Errorf("kube-controller-manager not healthy: %w; the end of its log:\n%s", err, logTail(filepath.Join(o.WorkDir, "kube-controller-manager.log")))
 		}
 	}
 	return c, nil
@@ -315,7 +317,17 @@ func StartWasmplane(ctx context.Context, bin, workDir string, upArgs ...string) 
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("wasmplane not ready (log: %s): %w", filepath.Join(workDir, filepath.Base(bin)+".log"), err)
+		return nil, fmt.Errorf("wasmplane not ready: %w; the end of its log:\n%s", err, logTail(filepath.Join(workDir, filepath.Base(bin)+".log")))
 	}
 	return c, nil
+}
+
+// logTail is the last lines of a log, for an error message.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-15):], "\n")
 }
