@@ -149,6 +149,12 @@ func TestIngressClassValidation(t *testing.T) {
 			Kind: "Config", Name: "c", Scope: ptr.To("Namespace"), Namespace: ptr.To("default")}), ""},
 		{"namespace scope without namespace", "ingressclasses", nil, class("example.com/ingress", &networkingv1.IngressClassParametersReference{
 			Kind: "Config", Name: "c", Scope: ptr.To("Namespace")}), "spec.parameters.namespace:FieldValueRequired"},
+		{"parameters scope defaults to Cluster", "ingressclasses", nil, class("example.com/ingress", &networkingv1.IngressClassParametersReference{
+			Kind: "Config", Name: "c"}), ""},
+		{"cluster scope with namespace", "ingressclasses", nil, class("example.com/ingress", &networkingv1.IngressClassParametersReference{
+			Kind: "Config", Name: "c", Namespace: ptr.To("default")}), "spec.parameters.namespace:FieldValueForbidden"},
+		{"bad scope", "ingressclasses", nil, class("example.com/ingress", &networkingv1.IngressClassParametersReference{
+			Kind: "Config", Name: "c", Scope: ptr.To("Galaxy")}), "spec.parameters.scope:FieldValueNotSupported"},
 		{"controller changed", "ingressclasses", class("example.com/a", nil), class("example.com/b", nil), "spec.controller:FieldValueInvalid"},
 		{"parameters changed", "ingressclasses", class("example.com/a", nil), class("example.com/a", &networkingv1.IngressClassParametersReference{
 			Kind: "Config", Name: "c", Scope: ptr.To("Cluster")}), ""},

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 )
 
 // ingressNetworking returns the networking.k8s.io/v1 resources of traffic policy:
@@ -40,6 +41,12 @@ func ingressNetworking() []Definition {
 	class := stored(gv, "ingressclasses", "IngressClass", nil, false, false,
 		func() runtime.Object { return &networkingv1.IngressClass{} }, func() runtime.Object { return &networkingv1.IngressClassList{} },
 		&strategy{
+			// Kubernetes' v1 default: parameters without a scope are cluster-scoped.
+			defaults: func(obj runtime.Object) {
+				if p := obj.(*networkingv1.IngressClass).Spec.Parameters; p != nil && p.Scope == nil {
+					p.Scope = ptr.To(networkingv1.IngressClassParametersReferenceScopeCluster)
+				}
+			},
 			validate: func(obj runtime.Object) field.ErrorList {
 				return validateIngressClassSpec(&obj.(*networkingv1.IngressClass).Spec)
 			},
