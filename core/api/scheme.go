@@ -18,6 +18,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -38,6 +39,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		corev1.AddToScheme,
 		discoveryv1.AddToScheme,
 		networkingv1.AddToScheme,
+		nodev1.AddToScheme,
 		appsv1.AddToScheme,
 		autoscalingv1.AddToScheme,
 		coordinationv1.AddToScheme,

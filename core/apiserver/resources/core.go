@@ -82,7 +82,7 @@ func Core() []Definition {
 			Printer:     nodePrinter(),
 		}, Subresources: statusSub},
 		simple(gv, "configmaps", "configmap", "ConfigMap", []string{"cm"}, func() runtime.Object { return &corev1.ConfigMap{} },
-			func() runtime.Object { return &corev1.ConfigMapList{} }, &strategy{validate: validateConfigMap, validateOnUpdate: true},
+			func() runtime.Object { return &corev1.ConfigMapList{} }, &strategy{validate: validateConfigMap, validateUpdate: validateConfigMapUpdate, validateOnUpdate: true},
 			&registry.Printer{
 				Columns: []registry.TableColumn{endpoints.NameColumn, {Name: "Data", Type: "integer", Description: "Number of data entries"}, endpoints.AgeColumn},
 				Row: func(obj runtime.Object) []any {
@@ -109,7 +109,40 @@ func Core() []Definition {
 				},
 			}),
 		coreEvents(),
+		podTemplates(),
 	}
+}
+
+// podTemplates serves core/v1 PodTemplates: stored pod templates with the pod spec
+// defaults and the pod spec validation pods get.
+func podTemplates() Definition {
+	return simple(corev1.SchemeGroupVersion, "podtemplates", "podtemplate", "PodTemplate", nil,
+		func() runtime.Object { return &corev1.PodTemplate{} }, func() runtime.Object { return &corev1.PodTemplateList{} },
+		&strategy{
+			defaults: func(obj runtime.Object) { defaultPodSpec(&obj.(*corev1.PodTemplate).Template.Spec) },
+			validate: validatePodTemplate, validateOnUpdate: true,
+		},
+		&registry.Printer{
+			Columns: []registry.TableColumn{endpoints.NameColumn,
+				{Name: "Containers", Type: "string", Description: "Names of each container in the template."},
+				{Name: "Images", Type: "string", Description: "Images referenced by each container in the template."},
+				{Name: "Pod Labels", Type: "string", Description: "The labels for the pod template."}},
+			Row: func(obj runtime.Object) []any {
+				t := obj.(*corev1.PodTemplate)
+				names, images := containersAndImages(&t.Template.Spec)
+				return []any{t.Name, names, images, labels.FormatLabels(t.Template.Labels)}
+			},
+		})
+}
+
+// validatePodTemplate checks the template's labels and annotations and its pod spec, as
+// Kubernetes' ValidatePodTemplate does (the spec as far as validatePodSpec goes).
+func validatePodTemplate(obj runtime.Object) field.ErrorList {
+	t := obj.(*corev1.PodTemplate)
+	p := field.NewPath("template")
+	errs := validateLabelMap(t.Template.Labels, p.Child("metadata", "labels"))
+	errs = append(errs, apimachineryvalidation.ValidateAnnotations(t.Template.Annotations, p.Child("metadata", "annotations"))...)
+	return append(errs, validatePodSpec(&t.Template.Spec, p.Child("spec"))...)
 }
 
 func statusSub(s *endpoints.Scope) []endpoints.Subresource {
@@ -220,6 +253,40 @@ func validateConfigMap(obj runtime.Object) field.ErrorList {
 	return errs
 }
 
+// validateConfigMapUpdate refuses, as Kubernetes' ValidateConfigMapUpdate does, any
+// change to the contents of a ConfigMap marked immutable, and unmarking it.
+func validateConfigMapUpdate(obj, old runtime.Object) field.ErrorList {
+	cm, o := obj.(*corev1.ConfigMap), old.(*corev1.ConfigMap)
+	if !isImmutable(o.Immutable) {
+		return nil
+	}
+	return immutableErrors(cm.Immutable, immutableField{"data", cm.Data, o.Data}, immutableField{"binaryData", cm.BinaryData, o.BinaryData})
+}
+
+func isImmutable(b *bool) bool { return b != nil && *b }
+
+// immutableField is one content field of an object marked immutable, new and old value.
+type immutableField struct {
+	name     string
+	now, was any
+}
+
+// immutableErrors are the errors of an update to an object whose stored version has
+// `immutable: true`: the mark may not be dropped and no content field may change.
+func immutableErrors(now *bool, fs ...immutableField) field.ErrorList {
+	const msg = "field is immutable when `immutable` is set"
+	var errs field.ErrorList
+	if !isImmutable(now) {
+		errs = append(errs, field.Forbidden(field.NewPath("immutable"), msg))
+	}
+	for _, f := range fs {
+		if !reflect.DeepEqual(f.now, f.was) {
+			errs = append(errs, field.Forbidden(field.NewPath(f.name), msg))
+		}
+	}
+	return errs
+}
+
 func secretStrategy() registry.Strategy {
 	return &strategy{
 		defaults: func(obj runtime.Object) {
@@ -255,10 +322,10 @@ func secretStrategy() registry.Strategy {
 		validateUpdate: func(obj, old runtime.Object) field.ErrorList {
 			s, o := obj.(*corev1.Secret), old.(*corev1.Secret)
 			errs := apimachineryvalidation.ValidateImmutableField(s.Type, o.Type, field.NewPath("type"))
-			if o.Immutable != nil && *o.Immutable {
-				if s.Immutable == nil || !*s.Immutable {
-					errs = append(errs, field.Forbidden(field.NewPath("immutable"), "field is immutable when `immutable` is set"))
-				}
+			if isImmutable(o.Immutable) {
+				// stringData is already merged into data by the defaults, so a change
+				// through either shows up here as a change of data.
+				errs = append(errs, immutableErrors(s.Immutable, immutableField{"data", s.Data, o.Data})...)
 			}
 			return errs
 		},

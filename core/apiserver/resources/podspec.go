@@ -127,8 +127,16 @@ func validatePodSpec(spec *corev1.PodSpec, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(path.Child("nodeSelector").Key(k), v, msg))
 		}
 	}
-	for i, t := range spec.Tolerations {
-		tp := path.Child("tolerations").Index(i)
+	errs = append(errs, validateTolerations(spec.Tolerations, path.Child("tolerations"))...)
+	return errs
+}
+
+// validateTolerations checks tolerations as pods' validation does; RuntimeClasses'
+// scheduling tolerations follow the same rules.
+func validateTolerations(tolerations []corev1.Toleration, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, t := range tolerations {
+		tp := path.Index(i)
 		if t.Operator == corev1.TolerationOpExists && t.Value != "" {
 			errs = append(errs, field.Invalid(tp.Child("operator"), t.Value, "value must be empty when `operator` is 'Exists'"))
 		}

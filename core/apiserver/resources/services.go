@@ -300,8 +300,9 @@ func validateEndpointSlice(s *discoveryv1.EndpointSlice) field.ErrorList {
 	return errs
 }
 
-// Networking returns the networking.k8s.io/v1 resources of Service IP allocation:
-// IPAddresses (one per allocated cluster IP) and ServiceCIDRs (the ranges).
+// Networking returns the networking.k8s.io/v1 resources: those of Service IP allocation,
+// IPAddresses (one per allocated cluster IP) and ServiceCIDRs (the ranges), and the
+// Ingress and NetworkPolicy kinds of ingressNetworking.
 func Networking() []Definition {
 	gv := networkingv1.SchemeGroupVersion
 	ip := stored(gv, "ipaddresses", "IPAddress", []string{"ip"}, false, false,
@@ -385,7 +386,7 @@ func Networking() []Definition {
 				},
 			}
 		})
-	return []Definition{ip, cidr}
+	return append([]Definition{ip, cidr}, ingressNetworking()...)
 }
 
 // servicesPrepareCreate resets status and makes clusterIP and clusterIPs agree.
