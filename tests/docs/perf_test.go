@@ -78,6 +78,7 @@ var boundingFlags = map[string]string{
 	"./tests/bench/apiserver": "-creates 20 -workers 2 -rate 20 -rate-seconds 1 -watchers 2 -watch-rate 20 -watch-seconds 1 -scale-nodes 10 -wasmplane-bin " + "$WASMPLANE_BIN",
 	"./tests/bench/kubelet":   "-timeout 3m",
 	"./tests/bench/scheduler": "-timeout 3m",
+	"./tests/bench/memory":    "-containers 100 -settle 1s -wasmplane-bin $WASMPLANE_BIN",
 }
 
 // bounded rewrites a documented command into its bounded form (see smallValues and
