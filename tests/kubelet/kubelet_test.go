@@ -5,7 +5,6 @@ package kubelet_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/nodelifecycle"
 	"github.com/wasmplane/wasmplane/core/kubelet"
 	"github.com/wasmplane/wasmplane/core/server"
-	"github.com/wasmplane/wasmplane/examples/workloads"
 	"github.com/wasmplane/wasmplane/runtime/cri/wasi"
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	corev1 "k8s.io/api/core/v1"
@@ -36,27 +34,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "wasmplane-workloads-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if modules, err = workloads.Build(ctx, dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if kubectlBin, err = testserver.Build(dir, "github.com/wasmplane/wasmplane/tests/kubectl/cmd/kubectl"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testserver.RunWithWorkloads(m, &modules, map[string]*string{"github.com/wasmplane/wasmplane/tests/kubectl/cmd/kubectl": &kubectlBin}))
 }
 
 const nodeName = "node-1"

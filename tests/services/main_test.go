@@ -6,35 +6,18 @@ package services_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/wasmplane/wasmplane/examples/workloads"
+	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // modules are the example workloads, built once for the test binary.
 var modules map[string]string
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "wasmplane-workloads-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if modules, err = workloads.Build(ctx, dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
-}
+func TestMain(m *testing.M) { os.Exit(testserver.RunWithWorkloads(m, &modules, nil)) }
 
 // poll waits for cond, failing the test with what after timeout.
 func poll(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {

@@ -11,9 +11,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/peers"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -27,7 +27,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -140,44 +139,25 @@ func startServer(ctx context.Context, prebuilt string, upArgs []string) (func(),
 	if err != nil {
 		return nil, "", 0, fmt.Errorf("temp dir: %w", err)
 	}
-	bin := prebuilt
-	if bin == "" {
-		bin = filepath.Join(dir, "wasmplane")
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/wasmplane").CombinedOutput(); err != nil {
-			return nil, "", 0, fmt.Errorf("building wasmplane: %v: %s", err, out)
+	if prebuilt == "" {
+		// Built first, so that the ready time below is the server's alone.
+		if prebuilt, err = peers.BuildWasmplane(ctx, dir); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, "", 0, err
 		}
 	}
-	args := append([]string{"up", "--data-dir", filepath.Join(dir, "data"), "--port", "0", "--log-level", "warn"}, upArgs...)
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, "", 0, fmt.Errorf("starting wasmplane: %w", err)
-	}
-	kc := filepath.Join(dir, "data", "admin.kubeconfig")
-	stop := func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-		_ = os.RemoveAll(dir)
-	}
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		cfg, err := clientcmd.BuildConfigFromFlags("", kc)
-		if err != nil {
-			return false, nil
-		}
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return false, nil
-		}
-		_, err = cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	})
+	c, err := peers.StartWasmplane(ctx, prebuilt, dir, upArgs...)
 	if err != nil {
-		stop()
-		return nil, "", 0, fmt.Errorf("waiting for wasmplane: %w", err)
+		_ = os.RemoveAll(dir)
+		return nil, "", 0, err
 	}
 	fmt.Printf("wasmplane up: ready in %v\n", time.Since(start).Round(time.Millisecond))
-	return stop, kc, cmd.Process.Pid, nil
+	stop := func() {
+		c.Stop()
+		_ = os.RemoveAll(dir)
+	}
+	return stop, c.Kubeconfig, c.Procs["wasmplane"].Pid, nil
 }
 
 func ensureNS(ctx context.Context, cs kubernetes.Interface, name string) error {

@@ -278,13 +278,21 @@ func RSS(pid int) (int64, error) {
 	return 0, fmt.Errorf("no VmRSS for %d", pid)
 }
 
+// BuildWasmplane builds ./cmd/wasmplane (run from the module root) into dir.
+func BuildWasmplane(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "wasmplane")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/wasmplane").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building wasmplane: %v: %s", err, out)
+	}
+	return bin, nil
+}
+
 // StartWasmplane starts `bin up` (built from ./cmd/wasmplane into WorkDir when bin is
 // empty) with its data in WorkDir/data on a free port, and waits until it serves.
 func StartWasmplane(ctx context.Context, bin, workDir string, upArgs ...string) (_ *ControlPlane, err error) {
 	if bin == "" {
-		bin = filepath.Join(workDir, "wasmplane")
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/wasmplane").CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("building wasmplane: %v: %s", err, out)
+		if bin, err = BuildWasmplane(ctx, workDir); err != nil {
+			return nil, err
 		}
 	}
 	c := &ControlPlane{Procs: map[string]*os.Process{}}

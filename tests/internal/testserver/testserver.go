@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/server"
+	"github.com/wasmplane/wasmplane/examples/workloads"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -210,12 +211,26 @@ func RunWithBinary(m *testing.M, pkg string, bin *string) int {
 // RunWithBinaries is RunWithBinary for several tools: each package of bins (import path
 // to where its binary's path goes) is built once, one after the other, before the tests.
 func RunWithBinaries(m *testing.M, bins map[string]*string) int {
+	return RunWithWorkloads(m, nil, bins)
+}
+
+// RunWithWorkloads is RunWithBinaries that first builds the example WASI workloads
+// (examples/workloads) into *modules, when modules is not nil.
+func RunWithWorkloads(m *testing.M, modules *map[string]string, bins map[string]*string) int {
 	dir, err := os.MkdirTemp("", "wasmplane-test-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	if modules != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if *modules, err = workloads.Build(ctx, dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	for pkg, bin := range bins {
 		if *bin, err = Build(dir, pkg); err != nil {
 			fmt.Fprintln(os.Stderr, err)
