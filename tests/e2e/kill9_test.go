@@ -152,8 +152,19 @@ func testKill9DuringRollout(t *testing.T, kill func(stored, running int) bool) {
 		if len(rss.Items) != 1 || rss.Items[0].Name != rsName {
 			t.Fatalf("ReplicaSets %v, want only %s", names(rss.Items), rsName)
 		}
-		if s := rss.Items[0].Status; s.Replicas != fleetReplicas || s.ReadyReplicas != fleetReplicas || s.AvailableReplicas != fleetReplicas {
-			t.Errorf("ReplicaSet status %+v", s)
+		// The controllers' statuses follow the pods' by a sync each; on a loaded machine
+		// that lag is visible, so they are awaited, not sampled.
+		var rsStatus appsv1.ReplicaSetStatus
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			rs, err := c.admin.AppsV1().ReplicaSets(ns).Get(ctx, rsName, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			rsStatus = rs.Status
+			s := rs.Status
+			return s.Replicas == fleetReplicas && s.ReadyReplicas == fleetReplicas && s.AvailableReplicas == fleetReplicas, nil
+		}); err != nil {
+			t.Errorf("ReplicaSet status never counted %d ready pods: %+v", fleetReplicas, rsStatus)
 		}
 		seen := map[string]bool{}
 		for i, p := range pods {
@@ -173,12 +184,17 @@ func testKill9DuringRollout(t *testing.T, kill func(stored, running int) bool) {
 				t.Errorf("pod %s, stored before the kill, is gone", name)
 			}
 		}
-		dep, err := c.admin.AppsV1().Deployments(ns).Get(ctx, "fleet", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s := dep.Status; s.UpdatedReplicas != fleetReplicas || s.ReadyReplicas != fleetReplicas || s.AvailableReplicas != fleetReplicas || s.Replicas != fleetReplicas {
-			t.Errorf("Deployment status %+v", s)
+		var depStatus appsv1.DeploymentStatus
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			dep, err := c.admin.AppsV1().Deployments(ns).Get(ctx, "fleet", metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			depStatus = dep.Status
+			s := dep.Status
+			return s.UpdatedReplicas == fleetReplicas && s.ReadyReplicas == fleetReplicas && s.AvailableReplicas == fleetReplicas && s.Replicas == fleetReplicas, nil
+		}); err != nil {
+			t.Errorf("Deployment status never counted %d available pods: %+v", fleetReplicas, depStatus)
 		}
 	})
 
