@@ -1,8 +1,11 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"path"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,3 +46,15 @@ const (
 	msgContinueExpired = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."
 	msgListExpired     = "The resourceVersion for the provided list is too old."
 )
+
+// writeError wraps a failed write to etcd. An object etcd refuses for its size gets the
+// 413 a too-large request body gets, with the size and the reason: kube-apiserver answers
+// it with a bare 500, which clients retry although no retry can succeed.
+func writeError(gr schema.GroupResource, op, key string, size int, err error) error {
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) {
+		return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf(
+			"%s %q is %d bytes when stored, more than the storage accepts in one write (%v)",
+			gr.String(), nameOf(key), size, err))
+	}
+	return fmt.Errorf("storage: %s %s: %w", op, key, err)
+}

@@ -126,7 +126,7 @@ func (s *Etcd) Create(ctx context.Context, key string, obj, out runtime.Object) 
 		Then(clientv3.OpPut(key, string(data))).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("storage: create %s: %w", key, err)
+		return writeError(s.cfg.GroupResource, "create", key, len(data), err)
 	}
 	if !resp.Succeeded {
 		return apierrors.NewAlreadyExists(s.cfg.GroupResource, nameOf(key))
@@ -230,7 +230,7 @@ func (s *Etcd) guaranteedUpdate(ctx context.Context, key string, destination run
 			Else(clientv3.OpGet(key)).
 			Commit()
 		if err != nil {
-			return fmt.Errorf("storage: update %s: %w", key, err)
+			return writeError(s.cfg.GroupResource, "update", key, len(data), err)
 		}
 		if !tresp.Succeeded {
 			st, err = s.state(key, tresp.Responses[0].GetResponseRange().Kvs)

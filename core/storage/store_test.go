@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -356,4 +357,55 @@ func mustInt(t *testing.T, s string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestObjectTooLarge checks that an object over etcd's request limit is refused with a
+// 413 on create and on update, and that a refused update leaves the stored object as it
+// was.
+func TestObjectTooLarge(t *testing.T) {
+	big := func(size int) *corev1.Pod {
+		p := pod("ns", "big", nil)
+		p.Annotations = map[string]string{"payload": strings.Repeat("x", size)}
+		return p
+	}
+	for _, tc := range []struct {
+		name    string
+		size    int
+		refused bool
+	}{
+		{"under the limit", 1400 << 10, false},
+		{"over the limit", 1700 << 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestEtcd(t)
+			cfg := s.Config()
+			ctx := testCtx(t)
+			key := podKey(cfg, "ns", "big")
+			err := s.Create(ctx, key, big(tc.size), nil)
+			if !tc.refused {
+				if err != nil {
+					t.Fatalf("create of %d bytes: %v", tc.size, err)
+				}
+				return
+			}
+			assertStatus(t, err, metav1.StatusReasonRequestEntityTooLarge, http.StatusRequestEntityTooLarge)
+			if resp, err := testClient.Get(ctx, key); err != nil || len(resp.Kvs) != 0 {
+				t.Fatalf("a refused create left %d keys (%v)", len(resp.Kvs), err)
+			}
+			if err := s.Create(ctx, key, pod("ns", "big", nil), nil); err != nil {
+				t.Fatal(err)
+			}
+			err = s.GuaranteedUpdate(ctx, key, &corev1.Pod{}, false, nil, func(in runtime.Object, _ ResponseMeta) (runtime.Object, error) {
+				return big(tc.size), nil
+			})
+			assertStatus(t, err, metav1.StatusReasonRequestEntityTooLarge, http.StatusRequestEntityTooLarge)
+			got := &corev1.Pod{}
+			if err := s.Get(ctx, key, GetOptions{}, got); err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Annotations) != 0 {
+				t.Fatalf("a refused update changed the stored object: %d annotations", len(got.Annotations))
+			}
+		})
+	}
 }

@@ -40,6 +40,16 @@ func TestBadInput(t *testing.T) {
 	cm := func(extra string) string {
 		return `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"new"` + extra + `},"data":{"k":"v"}}`
 	}
+	// bigTemplate is a PodTemplate of about size bytes: no validation bounds its size, so
+	// only the storage's limit on one write (etcd's 1.5 MiB) stops it.
+	bigTemplate := func(size int) string {
+		var env []string
+		for i := range size / (100 << 10) {
+			env = append(env, fmt.Sprintf(`{"name":"E%d","value":"%s"}`, i, strings.Repeat("y", 100<<10)))
+		}
+		return `{"apiVersion":"v1","kind":"PodTemplate","metadata":{"name":"big"},"template":{"spec":{"containers":[{"name":"c","image":"i","env":[` +
+			strings.Join(env, ",") + `]}]}}}`
+	}
 	const jsonCT, yamlCT = "application/json", "application/yaml"
 	tests := []struct {
 		name        string
@@ -72,6 +82,11 @@ func TestBadInput(t *testing.T) {
 			code: 422, reason: metav1.StatusReasonInvalid, causes: []string{"spec.containers"}},
 		{name: "oversize body", method: "POST", path: cms, contentType: jsonCT, body: cm("") + strings.Repeat(" ", 3<<20),
 			code: 413, reason: metav1.StatusReasonRequestEntityTooLarge},
+		{name: "object over the storage's limit", method: "POST", path: "/api/v1/namespaces/" + ns + "/podtemplates", contentType: jsonCT, body: bigTemplate(1700 << 10),
+			code: 413, reason: metav1.StatusReasonRequestEntityTooLarge, message: "more than the storage accepts in one write"},
+		{name: "ConfigMap data over 1 MiB", method: "POST", path: cms, contentType: jsonCT,
+			body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"new"},"data":{"k":"` + strings.Repeat("x", 1100<<10) + `"}}`,
+			code: 422, reason: metav1.StatusReasonInvalid},
 		{name: "unknown resource", method: "GET", path: "/api/v1/namespaces/" + ns + "/widgets",
 			code: 404, reason: metav1.StatusReasonNotFound},
 		{name: "unknown group", method: "POST", path: "/apis/widgets.example.com/v1/namespaces/" + ns + "/widgets", contentType: jsonCT, body: cm(""),

@@ -43,12 +43,19 @@ type Config struct {
 	InitialClusterToken string
 	// QuotaBytes is the backend quota; 0 = DefaultQuotaBytes.
 	QuotaBytes int64
+	// MaxRequestBytes bounds one write; 0 = DefaultMaxRequestBytes.
+	MaxRequestBytes uint
 	// ReadyTimeout bounds the wait for the member to serve; 0 = 30 s.
 	ReadyTimeout time.Duration
 	// Logger receives wasmplane's own messages; nil = slog.Default(). etcd's internal
 	// logging is kept at error level.
 	Logger *slog.Logger
 }
+
+// DefaultMaxRequestBytes is etcd's own default limit on one request (1.5 MiB), the limit
+// kube-apiserver's objects live under: keeping it means an object that fits here fits in
+// any etcd a cluster moves to.
+const DefaultMaxRequestBytes = 1536 * 1024
 
 // Server is a running embedded etcd member.
 type Server struct {
@@ -129,7 +136,10 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 		ec.TickMs = 10
 		ec.ElectionMs = 100
 	}
-	ec.MaxRequestBytes = 8 << 20
+	ec.MaxRequestBytes = cfg.MaxRequestBytes
+	if ec.MaxRequestBytes == 0 {
+		ec.MaxRequestBytes = DefaultMaxRequestBytes
+	}
 	closing := &atomic.Bool{}
 	zl := zap.New(quietCore{Core: zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
 		zapcore.Lock(os.Stderr), zapcore.ErrorLevel), closing: closing})
