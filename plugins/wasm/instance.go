@@ -203,7 +203,7 @@ func (in *instance) call(ctx context.Context, deadline time.Time, hook string, r
 	}
 	outPtr, outLen := uint32(in.stack[0]>>32), uint32(in.stack[0])
 	if in.dropped > 0 {
-		p.r.log.Warn("plugin log messages dropped", "plugin", p.label, "hook", hook, "dropped", in.dropped)
+		p.logs.Log(ctx, p.r.log, p.label, slog.LevelWarn, "plugin log messages dropped", "plugin", p.label, "hook", hook, "dropped", in.dropped)
 	}
 	if outLen == 0 {
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadOutput, Err: errors.New("empty answer")}
@@ -258,7 +258,8 @@ func (in *instance) logMessage(ctx context.Context, level slog.Level, msg string
 		return
 	}
 	in.logs++
-	in.set.p.r.log.Log(ctx, level, msg, "plugin", in.set.p.label, "hook", in.hook)
+	p := in.set.p
+	p.logs.Log(ctx, p.r.log, p.label, level, msg, "plugin", p.label, "hook", in.hook)
 }
 
 // lineWriter turns a guest's stdout or stderr into log lines.

@@ -93,14 +93,20 @@ type Plugin struct {
 	// running holds one token per call of this plugin running guest code
 	// (RuntimeConfig.MaxConcurrentCallsPerPlugin).
 	running chan struct{}
+	// logs bounds the plugin's lines in the server's log across all its instances.
+	logs *LogBudget
 }
+
+// LogBudget is the plugin's budget of lines in the server's log; adapters that log about
+// the plugin's failures spend it too.
+func (p *Plugin) LogBudget() *LogBudget { return p.logs }
 
 // Load instantiates a plugin from a compiled module: it pre-warms Limits.Instances
 // instances, each checked for the ABI version and configured. The plugin takes its own
 // reference to m; the caller may Close m afterwards.
 func (r *Runtime) Load(ctx context.Context, m *Module, cfg PluginConfig) (*Plugin, error) {
 	p := &Plugin{r: r, cfg: cfg, label: cfg.Name, limits: cfg.Limits.withDefaults(r.cfg.MaxMemoryBytes),
-		running: make(chan struct{}, r.cfg.MaxConcurrentCallsPerPlugin)}
+		running: make(chan struct{}, r.cfg.MaxConcurrentCallsPerPlugin), logs: NewLogBudget(0, 0)}
 	if cfg.Namespace != "" {
 		p.label = cfg.Namespace + "/" + cfg.Name
 	}

@@ -73,7 +73,7 @@ func (p *Plugin) Admit(ctx context.Context, a *admission.Attributes) error {
 			return apierrors.NewInternalError(err)
 		}
 		if resp, err = c.MutateJSON(ctx, req); err != nil {
-			return p.failed(err)
+			return p.failed(ctx, err)
 		}
 	} else {
 		req, err := request(a)
@@ -81,7 +81,7 @@ func (p *Plugin) Admit(ctx context.Context, a *admission.Attributes) error {
 			return apierrors.NewInternalError(err)
 		}
 		if resp, err = p.Caller.Mutate(ctx, req); err != nil {
-			return p.failed(err)
+			return p.failed(ctx, err)
 		}
 	}
 	p.report(ctx, a, resp.Warnings, resp.AuditAnnotations)
@@ -93,10 +93,10 @@ func (p *Plugin) Admit(ctx context.Context, a *admission.Attributes) error {
 	}
 	patched, err := applyPatch(a.Object, resp.Patch)
 	if err != nil {
-		return p.failed(fmt.Errorf("applying the plugin's patch: %w", err))
+		return p.failed(ctx, fmt.Errorf("applying the plugin's patch: %w", err))
 	}
 	if err := checkImmutable(a.Object, patched); err != nil {
-		return p.failed(err)
+		return p.failed(ctx, err)
 	}
 	a.Object = patched
 	return nil
@@ -116,7 +116,7 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 			return apierrors.NewInternalError(encErr)
 		}
 		if err != nil {
-			return p.failed(err)
+			return p.failed(ctx, err)
 		}
 	} else {
 		req, err := request(a)
@@ -124,7 +124,7 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 			return apierrors.NewInternalError(err)
 		}
 		if resp, err = p.Caller.Validate(ctx, req); err != nil {
-			return p.failed(err)
+			return p.failed(ctx, err)
 		}
 	}
 	p.report(ctx, a, resp.Warnings, resp.AuditAnnotations)
@@ -157,11 +157,10 @@ func (p *Plugin) report(ctx context.Context, a *admission.Attributes, warnings [
 }
 
 // failed applies the failure policy to a plugin error, as Kubernetes does for webhooks.
-func (p *Plugin) failed(err error) error {
+func (p *Plugin) failed(ctx context.Context, err error) error {
 	if p.Ignore {
-		if p.Log != nil {
-			p.Log.Warn("admission plugin failed; ignored by its failurePolicy", "plugin", p.PluginName, "kind", wasm.KindOf(err), "err", err)
-		}
+		wasm.BudgetOf(p.Caller).Log(ctx, p.Log, p.PluginName, slog.LevelWarn, "admission plugin failed; ignored by its failurePolicy",
+			"plugin", p.PluginName, "kind", wasm.KindOf(err), "err", err)
 		return nil
 	}
 	return apierrors.NewInternalError(fmt.Errorf("failed calling admission plugin %q: %w", p.PluginName, err))

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/wasmplane/wasmplane/core/authn"
+	"github.com/wasmplane/wasmplane/plugins/wasm"
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
 )
 
@@ -52,7 +53,7 @@ func (p *Plugin) AuthenticateRequest(req *http.Request) (*authn.User, []string, 
 	}
 	resp, err := p.Caller.Authenticate(req.Context(), in)
 	if err != nil {
-		p.log().Warn("WASM authenticator failed; treating the request as not its own", "plugin", p.PluginName, "err", err)
+		wasm.BudgetOf(p.Caller).Log(req.Context(), p.log(), p.PluginName, slog.LevelWarn, "WASM authenticator failed; treating the request as not its own", "plugin", p.PluginName, "err", err)
 		return nil, nil, false, nil
 	}
 	if !resp.Authenticated {
@@ -63,7 +64,7 @@ func (p *Plugin) AuthenticateRequest(req *http.Request) (*authn.User, []string, 
 	}
 	ui := resp.User
 	if ui == nil || strings.TrimSpace(ui.Username) == "" {
-		p.log().Warn("WASM authenticator accepted a request without a user name; ignored", "plugin", p.PluginName)
+		wasm.BudgetOf(p.Caller).Log(req.Context(), p.log(), p.PluginName, slog.LevelWarn, "WASM authenticator accepted a request without a user name; ignored", "plugin", p.PluginName)
 		return nil, nil, false, nil
 	}
 	u := &authn.User{Name: ui.Username, UID: ui.UID, Groups: append([]string(nil), ui.Groups...), Extra: ui.Extra}

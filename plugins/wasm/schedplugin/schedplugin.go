@@ -304,7 +304,7 @@ func requested(ni *framework.NodeInfo) abi.Resources {
 // fails with Error and the pod is retried with backoff.
 func (a *adapter) failed(hook string, pod *v1.Pod, err error) *framework.Status {
 	if a.cfg.Ignore {
-		a.log.Warn("wasm scheduling plugin failed; ignored by failurePolicy", "hook", hook,
+		wasm.BudgetOf(a.cfg.Plugin).Log(context.Background(), a.log, a.cfg.Name, slog.LevelWarn, "wasm scheduling plugin failed; ignored by failurePolicy", "hook", hook,
 			"pod", pod.Namespace+"/"+pod.Name, "kind", string(wasm.KindOf(err)), "err", err)
 		return framework.NewStatus(framework.Skip)
 	}

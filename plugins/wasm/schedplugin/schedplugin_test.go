@@ -250,6 +250,9 @@ func TestSameAsNativeTwins(t *testing.T) {
 	r := newRuntime(t)
 	nodes := cluster(300)
 	p := pod("web", "200m")
+	// The twins are compared for their answers, not their speed: a score over 300 nodes
+	// on a loaded machine may take longer than the default 1 s deadline.
+	twin := wasm.Limits{Timeout: 30 * time.Second}
 	cases := []struct {
 		name       string
 		wasm       []framework.Extension
@@ -258,8 +261,8 @@ func TestSameAsNativeTwins(t *testing.T) {
 		{
 			name: "filter+score",
 			wasm: []framework.Extension{
-				{Plugin: adapter(t, schedplugin.Config{Name: "wasm:disk", Filter: true, Plugin: load(t, r, mods[filterPkg], "disk", `{"label":"disk","values":["ssd","nvme"]}`, wasm.Limits{})})},
-				{Plugin: adapter(t, schedplugin.Config{Name: "wasm:prio", Score: true, Plugin: load(t, r, mods[scorePkg], "prio", `{"label":"example.com/priority"}`, wasm.Limits{})}), Weight: 3},
+				{Plugin: adapter(t, schedplugin.Config{Name: "wasm:disk", Filter: true, Plugin: load(t, r, mods[filterPkg], "disk", `{"label":"disk","values":["ssd","nvme"]}`, twin)})},
+				{Plugin: adapter(t, schedplugin.Config{Name: "wasm:prio", Score: true, Plugin: load(t, r, mods[scorePkg], "prio", `{"label":"example.com/priority"}`, twin)}), Weight: 3},
 			},
 			nativeExts: []framework.Extension{
 				{Plugin: &native.NodeLabelFilter{PluginName: "disk", Label: "disk", Values: []string{"ssd", "nvme"}}},
@@ -269,21 +272,21 @@ func TestSameAsNativeTwins(t *testing.T) {
 		{
 			name: "filter-label-only",
 			wasm: []framework.Extension{
-				{Plugin: adapter(t, schedplugin.Config{Name: "wasm:disk", Filter: true, Plugin: load(t, r, mods[filterPkg], "disk-any", `{"label":"disk"}`, wasm.Limits{})})},
+				{Plugin: adapter(t, schedplugin.Config{Name: "wasm:disk", Filter: true, Plugin: load(t, r, mods[filterPkg], "disk-any", `{"label":"disk"}`, twin)})},
 			},
 			nativeExts: []framework.Extension{{Plugin: &native.NodeLabelFilter{PluginName: "disk", Label: "disk"}}},
 		},
 		{
 			name: "strategy-spread-uses-requested",
 			wasm: []framework.Extension{
-				{Plugin: adapter(t, schedplugin.Config{Name: "wasm:strategy", Score: true, Plugin: load(t, r, mods[strategyPkg], "spread", `{"strategy":"spread"}`, wasm.Limits{})})},
+				{Plugin: adapter(t, schedplugin.Config{Name: "wasm:strategy", Score: true, Plugin: load(t, r, mods[strategyPkg], "spread", `{"strategy":"spread"}`, twin)})},
 			},
 			nativeExts: []framework.Extension{{Plugin: &native.Strategy{PluginName: "strategy", Mode: "spread"}}},
 		},
 		{
 			name: "strategy-binpack",
 			wasm: []framework.Extension{
-				{Plugin: adapter(t, schedplugin.Config{Name: "wasm:strategy", Score: true, Plugin: load(t, r, mods[strategyPkg], "binpack", `{"strategy":"binpack"}`, wasm.Limits{})})},
+				{Plugin: adapter(t, schedplugin.Config{Name: "wasm:strategy", Score: true, Plugin: load(t, r, mods[strategyPkg], "binpack", `{"strategy":"binpack"}`, twin)})},
 			},
 			nativeExts: []framework.Extension{{Plugin: &native.Strategy{PluginName: "strategy", Mode: "binpack"}}},
 		},
