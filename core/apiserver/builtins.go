@@ -36,6 +36,7 @@ func builtins(s *Server, cfg Config) []endpoints.Definition {
 		TokenReviewer: cfg.TokenReviewer, Blobs: cfg.Blobs, Authorizer: cfg.Authorizer, RuleResolver: cfg.RuleResolver,
 		NamespaceMarked:  func(name string) { s.nsMarked.mark(name, time.Now()) },
 		ServiceAllocator: s.services,
+		Stores:           s.Store,
 	}
 	if cfg.TokenRequest != nil {
 		c := *cfg.TokenRequest

@@ -12,6 +12,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/certificates"
 	"github.com/wasmplane/wasmplane/core/controller/clusterroleaggregation"
 	"github.com/wasmplane/wasmplane/core/controller/deployment"
+	"github.com/wasmplane/wasmplane/core/controller/disruption"
 	"github.com/wasmplane/wasmplane/core/controller/endpoint"
 	"github.com/wasmplane/wasmplane/core/controller/endpointslice"
 	"github.com/wasmplane/wasmplane/core/controller/garbagecollector"
@@ -161,6 +162,10 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	if err != nil {
 		return fail(err)
 	}
+	pdbc, err := disruption.New(client, factory, log)
+	if err != nil {
+		return fail(err)
+	}
 	// The CA pods are told to trust is the one this client trusts the server with, as
 	// kube-controller-manager falls back to without --root-ca-file.
 	rootCA := cfg.CAData
@@ -201,6 +206,7 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	wg.Go(func() { rqc.Run(ctx, 2) })
 	wg.Go(func() { epc.Run(ctx, 5) })
 	wg.Go(func() { esc.Run(ctx, 5) })
+	wg.Go(func() { pdbc.Run(ctx, 2) })
 	if rootCAPublisher != nil {
 		wg.Go(func() { rootCAPublisher.Run(ctx, 1) })
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/storage/blobs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // BuiltinConfig is what the built-in resources need from the server that serves them.
@@ -26,6 +27,9 @@ type BuiltinConfig struct {
 	// NamespaceMarked, when set, hears the name of each namespace a delete has just put
 	// in Terminating (NamespaceLifecycle reads such a namespace from etcd for a while).
 	NamespaceMarked func(name string)
+	// Stores, when set, reaches any served resource's storage; pods/eviction reads and
+	// spends PodDisruptionBudgets through it.
+	Stores func(schema.GroupResource) *registry.Store
 }
 
 // ungroupedKeys are the built-in groups whose storage keys drop the group
@@ -39,6 +43,9 @@ func Builtins(cfg BuiltinConfig) []Definition {
 	core := WithKubeletConnection(Core(), cfg.Kubelet)
 	if cfg.TokenRequest != nil {
 		AddTokenRequest(core, *cfg.TokenRequest)
+	}
+	if cfg.Stores != nil {
+		AddEviction(core, cfg.Stores)
 	}
 	if cfg.NamespaceMarked != nil {
 		for i, d := range core {
