@@ -344,7 +344,12 @@ func cronJobPrinter() *registry.Printer {
 				last = endpoints.Age(*cj.Status.LastScheduleTime, now)
 			}
 			c, i := containersAndImages(&cj.Spec.JobTemplate.Spec.Template.Spec)
-			return []any{cj.Name, cj.Spec.Schedule, ptr.Deref(cj.Spec.TimeZone, "<none>"), ptr.Deref(cj.Spec.Suspend, false),
+			// kubectl shows Suspend as "True"/"False": Kubernetes' printer sends a string.
+			suspend := "False"
+			if ptr.Deref(cj.Spec.Suspend, false) {
+				suspend = "True"
+			}
+			return []any{cj.Name, cj.Spec.Schedule, ptr.Deref(cj.Spec.TimeZone, "<none>"), suspend,
 				int64(len(cj.Status.Active)), last, endpoints.Age(cj.CreationTimestamp, now), c, i, selectorString(cj.Spec.JobTemplate.Spec.Selector)}
 		},
 	}
