@@ -10,16 +10,12 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/controller/job"
-	"github.com/wasmplane/wasmplane/core/kubelet"
-	"github.com/wasmplane/wasmplane/core/server"
-	"github.com/wasmplane/wasmplane/runtime/cri/wasi"
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -46,30 +42,7 @@ type env struct {
 func setup(t *testing.T) *env {
 	t.Helper()
 	s := testserver.Start(t)
-	root := t.TempDir()
-	// A short socket path: unix sockets are limited to ~108 bytes.
-	sockDir, err := os.MkdirTemp("", "wp-cri-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
-	rt, err := wasi.Serve(context.Background(), wasi.Config{Socket: filepath.Join(sockDir, "cri.sock"), RootDir: filepath.Join(root, "runtime"), Logger: testserver.Logger()})
-	if err != nil {
-		t.Fatalf("starting the WASI runtime: %v", err)
-	}
-	t.Cleanup(func() { _ = rt.Close() })
-	for _, name := range []string{"hello", "toolbox"} {
-		if _, err := rt.Images().ImportFile(context.Background(), modules[name], name+":latest"); err != nil {
-			t.Fatalf("importing %s: %v", name, err)
-		}
-	}
-	stop, err := server.StartNode(context.Background(), server.NodeConfig{RESTConfig: s.Config(false), NodeName: "node-1",
-		RootDir: filepath.Join(root, "node"), RuntimeEndpoint: rt.Endpoint(), Port: -1, Logger: testserver.Logger(),
-		Tune: func(c *kubelet.Config) { c.ResyncPeriod, c.StatusUpdateFrequency = 2*time.Second, time.Second }})
-	if err != nil {
-		t.Fatalf("starting the kubelet: %v", err)
-	}
-	t.Cleanup(stop)
+	testserver.StartWASINode(t, s, modules, "hello", "toolbox")
 	return &env{s: s, cs: s.Clientset(t, false)}
 }
 

@@ -120,13 +120,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, o
 
 // Run syncs CronJobs with workers goroutines until ctx ends, then waits for them.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	worker.Run(ctx, c.queue, workers, c.synced, func(ctx context.Context, key string) error {
-		after, err := c.sync(ctx, key)
-		if err == nil && after > 0 {
-			c.queue.AddAfter(key, after)
-		}
-		return err
-	}, c.log, "cronjob")
+	worker.RunRequeueing(ctx, c.queue, workers, c.synced, c.sync, c.log, "cronjob")
 }
 
 // Schedule parses a CronJob's schedule in its time zone (the server's local zone when

@@ -136,7 +136,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, o
 
 // Run syncs Jobs with workers goroutines until ctx ends, then waits for them.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	worker.Run(ctx, c.queue, workers, c.synced, c.sync, c.log, "job")
+	worker.RunRequeueing(ctx, c.queue, workers, c.synced, c.sync, c.log, "job")
 }
 
 func keyOf(obj metav1.Object) string { return obj.GetNamespace() + "/" + obj.GetName() }
@@ -176,38 +176,33 @@ func (c *Controller) podEvent(pod *corev1.Pod, added, deleted bool) {
 }
 
 // sync reconciles one Job: count terminated pods, decide conditions, create or delete
-// pods, write status, then release the counted pods' finalizers.
-func (c *Controller) sync(ctx context.Context, key string) error {
+// pods, write status, then release the counted pods' finalizers. It returns when to look
+// again for a deadline or a backoff that ends.
+func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return nil //nolint:nilerr // a malformed key can never succeed
+		return 0, nil //nolint:nilerr // a malformed key can never succeed
 	}
 	job, err := c.jobLister.Jobs(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.expectations.Delete(key)
-		return c.releaseOrphans(ctx, ns, name, nil)
+		return 0, c.releaseOrphans(ctx, ns, name, nil)
 	}
 	if err != nil {
-		return fmt.Errorf("reading Job %s: %w", key, err)
+		return 0, fmt.Errorf("reading Job %s: %w", key, err)
 	}
 	if !c.expectations.Satisfied(key) {
-		return nil // a pod event for our own write will requeue the Job
+		return 0, nil // a pod event for our own write will requeue the Job
 	}
 	pods, err := c.podsOf(job)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if isFinished(job) {
-		return c.releaseOrphans(ctx, ns, name, pods)
+		return 0, c.releaseOrphans(ctx, ns, name, pods)
 	}
 	r := c.reconcile(job, pods)
-	if err := c.act(ctx, job, r); err != nil {
-		return err
-	}
-	if r.requeueAfter > 0 {
-		c.queue.AddAfter(key, r.requeueAfter)
-	}
-	return nil
+	return r.requeueAfter, c.act(ctx, job, r)
 }
 
 // podsOf returns the pods job controls.

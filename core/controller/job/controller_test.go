@@ -189,6 +189,23 @@ func TestReconcile(t *testing.T) {
 			pods:       []*corev1.Pod{pod("r", corev1.PodRunning, true, -1, 0)},
 			wantDelete: []string{"r"},
 			wantConds:  map[batchv1.JobConditionType]string{batchv1.JobSuspended: reasonSuspended}},
+		{name: "suspended: pods it deleted are released uncounted",
+			job: newJob(func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) }),
+			pods: []*corev1.Pod{func() *corev1.Pod {
+				p := pod("r", corev1.PodRunning, true, -1, 0)
+				p.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+				return p
+			}()},
+			wantRelease: []string{"r"},
+			wantConds:   map[batchv1.JobConditionType]string{batchv1.JobSuspended: reasonSuspended}},
+		{name: "deleted pod of a running Job counts as failed",
+			job: newJob(),
+			pods: []*corev1.Pod{func() *corev1.Pod {
+				p := pod("r", corev1.PodRunning, true, -1, 0)
+				p.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+				return p
+			}()},
+			wantCreate: []int{-1, -1}, wantRelease: []string{"r"}, wantActive: 2, wantUncFail: 1},
 		{name: "indexed: completed index recorded, missing indexes started lowest first",
 			job:        newJob(indexed(4, 2)),
 			pods:       []*corev1.Pod{pod("i0", corev1.PodSucceeded, true, 0, 0)},
@@ -269,7 +286,7 @@ func names(pods []*corev1.Pod) []string {
 func TestSyncWritesStatusBeforeReleasing(t *testing.T) {
 	job := newJob(indexed(3, 2))
 	c, client, _ := newController(t, job, pod("i0", corev1.PodSucceeded, true, 0, 0))
-	if err := c.sync(context.Background(), "ns/pi"); err != nil {
+	if _, err := c.sync(context.Background(), "ns/pi"); err != nil {
 		t.Fatal(err)
 	}
 	var verbs []string

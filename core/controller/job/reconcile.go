@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wasmplane/wasmplane/core/controller/replicaset"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,15 +142,18 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 		if !done && p.DeletionTimestamp != nil {
 			terminating = append(terminating, p)
 			if hasFinalizer(p) && !uncountedOK.Has(p.UID) {
-				// Deleted before it finished: a failure, counted when it is gone.
-				uncountedFailed.Insert(p.UID)
+				// Deleted before it finished: a failure, counted when it is gone, unless
+				// the Job's suspension deleted it.
+				if !suspended {
+					uncountedFailed.Insert(p.UID)
+				}
 				r.release = append(r.release, p)
 			}
 			continue
 		}
 		if !done {
 			active = append(active, p)
-			if podReady(p) {
+			if replicaset.IsPodReady(p) {
 				ready++
 			}
 			continue
@@ -316,15 +320,6 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 	return r
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // planIndexed returns the indexes to start (lowest missing first) and the active pods to
 // delete: duplicates of an index, pods of completed or out-of-range indexes, and the
 // highest indexes beyond parallelism.
@@ -363,7 +358,7 @@ func planIndexed(active []*corev1.Pod, completed map[int]bool, completions, para
 func newestFirst(pods []*corev1.Pod) []*corev1.Pod {
 	out := slices.Clone(pods)
 	slices.SortStableFunc(out, func(a, b *corev1.Pod) int {
-		if ra, rb := podReady(a), podReady(b); ra != rb {
+		if ra, rb := replicaset.IsPodReady(a), replicaset.IsPodReady(b); ra != rb {
 			if ra {
 				return 1
 			}

@@ -63,13 +63,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, c
 
 // Run works with workers goroutines until ctx ends, then waits for them.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	worker.Run(ctx, c.queue, workers, []cache.InformerSynced{c.synced}, func(ctx context.Context, key string) error {
-		after, err := c.sync(ctx, key)
-		if err == nil && after > 0 {
-			c.queue.AddAfter(key, after)
-		}
-		return err
-	}, c.log, "job")
+	worker.RunRequeueing(ctx, c.queue, workers, []cache.InformerSynced{c.synced}, c.sync, c.log, "job")
 }
 
 // finishedAt is when a Job finished: its completion time, or when it got Complete or
