@@ -4,6 +4,8 @@ go 1.26.8
 
 require github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822
 
+require github.com/robfig/cron/v3 v3.0.1 // indirect
+
 require (
 	dario.cat/mergo v1.0.1 // indirect
 	github.com/BurntSushi/toml v1.6.0 // indirect

@@ -12,6 +12,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +43,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		nodev1.AddToScheme,
 		appsv1.AddToScheme,
 		autoscalingv1.AddToScheme,
+		batchv1.AddToScheme,
 		coordinationv1.AddToScheme,
 		eventsv1.AddToScheme,
 		rbacv1.AddToScheme,

@@ -11,17 +11,20 @@ import (
 
 	"github.com/wasmplane/wasmplane/core/controller/certificates"
 	"github.com/wasmplane/wasmplane/core/controller/clusterroleaggregation"
+	"github.com/wasmplane/wasmplane/core/controller/cronjob"
 	"github.com/wasmplane/wasmplane/core/controller/deployment"
 	"github.com/wasmplane/wasmplane/core/controller/disruption"
 	"github.com/wasmplane/wasmplane/core/controller/endpoint"
 	"github.com/wasmplane/wasmplane/core/controller/endpointslice"
 	"github.com/wasmplane/wasmplane/core/controller/garbagecollector"
+	"github.com/wasmplane/wasmplane/core/controller/job"
 	"github.com/wasmplane/wasmplane/core/controller/namespace"
 	"github.com/wasmplane/wasmplane/core/controller/nodelifecycle"
 	"github.com/wasmplane/wasmplane/core/controller/replicaset"
 	"github.com/wasmplane/wasmplane/core/controller/resourcequota"
 	"github.com/wasmplane/wasmplane/core/controller/rootcacertpublisher"
 	"github.com/wasmplane/wasmplane/core/controller/serviceaccount"
+	"github.com/wasmplane/wasmplane/core/controller/ttlafterfinished"
 	"github.com/wasmplane/wasmplane/core/pki"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -85,7 +88,8 @@ func startControllers(ctx context.Context, cfg *rest.Config, signingCA *pki.CA, 
 	}, nil
 }
 
-// RunControllers runs the namespace, ReplicaSet, Deployment, garbage-collector,
+// RunControllers runs the namespace, ReplicaSet, Deployment, Job, CronJob,
+// TTL-after-finished, garbage-collector,
 // CertificateSigningRequest, Endpoints, EndpointSlice and root CA publisher controllers
 // (among others) until ctx ends and they have all stopped. If ready
 // is non-nil it receives nil once the controllers are started, or the setup error. The
@@ -133,6 +137,18 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 		return fail(err)
 	}
 	dc.SetEventRecorder(recorder)
+	jc, err := job.New(client, factory, job.Options{Logger: log, Recorder: recorder})
+	if err != nil {
+		return fail(err)
+	}
+	cjc, err := cronjob.New(client, factory, cronjob.Options{Logger: log, Recorder: recorder})
+	if err != nil {
+		return fail(err)
+	}
+	ttlc, err := ttlafterfinished.New(client, factory, nil, log)
+	if err != nil {
+		return fail(err)
+	}
 	crac, err := clusterroleaggregation.New(client, factory, log)
 	if err != nil {
 		return fail(err)
@@ -200,6 +216,9 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	wg.Go(func() { nsc.Run(ctx, 2) })
 	wg.Go(func() { rsc.Run(ctx, 5) })
 	wg.Go(func() { dc.Run(ctx, 5) })
+	wg.Go(func() { jc.Run(ctx, 5) })
+	wg.Go(func() { cjc.Run(ctx, 5) })
+	wg.Go(func() { ttlc.Run(ctx, 5) })
 	wg.Go(func() { nlc.Run(ctx) })
 	wg.Go(func() { crac.Run(ctx, 1) })
 	wg.Go(func() { sac.Run(ctx, 1) })

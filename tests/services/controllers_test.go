@@ -2,17 +2,12 @@ package services_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/controller/rootcacertpublisher"
-	"github.com/wasmplane/wasmplane/core/kubelet"
-	"github.com/wasmplane/wasmplane/core/server"
-	"github.com/wasmplane/wasmplane/runtime/cri/wasi"
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,34 +17,6 @@ import (
 	endpointsliceutil "k8s.io/endpointslice/util"
 	"k8s.io/utils/ptr"
 )
-
-// startNode runs the built-in WASI runtime with the example workloads and a kubelet
-// registered as node-1 against s.
-func startNode(t *testing.T, s *testserver.Server) {
-	t.Helper()
-	root := t.TempDir()
-	// A short socket path: unix sockets are limited to ~108 bytes.
-	sockDir, err := os.MkdirTemp("", "wp-cri-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
-	rt, err := wasi.Serve(context.Background(), wasi.Config{Socket: filepath.Join(sockDir, "cri.sock"), RootDir: filepath.Join(root, "runtime"), Logger: testserver.Logger()})
-	if err != nil {
-		t.Fatalf("starting the WASI runtime: %v", err)
-	}
-	t.Cleanup(func() { _ = rt.Close() })
-	if _, err := rt.Images().ImportFile(context.Background(), modules["toolbox"], "toolbox:latest"); err != nil {
-		t.Fatalf("importing toolbox: %v", err)
-	}
-	stop, err := server.StartNode(context.Background(), server.NodeConfig{RESTConfig: s.Config(false), NodeName: "node-1",
-		RootDir: filepath.Join(root, "node"), RuntimeEndpoint: rt.Endpoint(), Port: -1, Logger: testserver.Logger(),
-		Tune: func(c *kubelet.Config) { c.ResyncPeriod, c.StatusUpdateFrequency = 2*time.Second, time.Second }})
-	if err != nil {
-		t.Fatalf("starting the kubelet: %v", err)
-	}
-	t.Cleanup(stop)
-}
 
 // web is a pod template of toolbox sleeping, with a port named http and a readiness
 // probe that passes when ready.
@@ -71,7 +38,7 @@ func TestEndpointsFollowReadyPods(t *testing.T) {
 	s := testserver.Start(t)
 	cs := s.Clientset(t, false)
 	ctx := context.Background()
-	startNode(t, s)
+	testserver.StartWASINode(t, s, modules, "toolbox")
 	svc, err := cs.CoreV1().Services("default").Create(ctx, service("web", ""), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

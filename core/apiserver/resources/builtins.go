@@ -36,7 +36,7 @@ type BuiltinConfig struct {
 // ("/registry/RESOURCE", Kubernetes' layout for its own groups); every other built-in
 // group keeps it ("/registry/GROUP/RESOURCE"), as wasmplane has always stored them.
 // Changing either would hide the objects of an existing data directory.
-var ungroupedKeys = map[string]bool{"": true, "apps": true, "coordination.k8s.io": true, "wasmplane.io": true, "admissionregistration.k8s.io": true}
+var ungroupedKeys = map[string]bool{"": true, "apps": true, "coordination.k8s.io": true, "wasmplane.io": true, "admissionregistration.k8s.io": true, "batch": true}
 
 // Builtins returns every built-in resource, each with its storage prefix.
 func Builtins(cfg BuiltinConfig) []Definition {
@@ -72,7 +72,7 @@ func Builtins(cfg BuiltinConfig) []Definition {
 	}
 	var all []Definition
 	for _, group := range [][]Definition{
-		core, Endpoints(), Discovery(), Networking(), Apps(), Coordination(), Events(), Wasmplane(cfg.Blobs), Initializers(), Policy(),
+		core, Endpoints(), Discovery(), Networking(), Apps(), Batch(), Coordination(), Events(), Wasmplane(cfg.Blobs), Initializers(), Policy(),
 		RBAC(cfg.Authorizer, cfg.RuleResolver), Certificates(), inputs, NodeAPI(),
 		Authorization(cfg.Authorizer, cfg.RuleResolver), Authentication(cfg.TokenReviewer),
 	} {

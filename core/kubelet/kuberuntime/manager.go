@@ -443,6 +443,8 @@ func (m *Manager) envs(pod *corev1.Pod, c *corev1.Container, podIP string) []*ru
 				v = pod.Spec.ServiceAccountName
 			case "status.podIP", "status.hostIP":
 				v = podIP
+			default:
+				v = subscriptedField(pod, e.ValueFrom.FieldRef.FieldPath)
 			}
 		} else {
 			v = expand(v, vals)
@@ -451,6 +453,19 @@ func (m *Manager) envs(pod *corev1.Pod, c *corev1.Container, podIP string) []*ru
 		out = append(out, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(v)})
 	}
 	return out
+}
+
+// subscriptedField resolves metadata.annotations['key'] and metadata.labels['key'],
+// the downward-API paths a Job's indexed pods read their completion index through.
+func subscriptedField(pod *corev1.Pod, path string) string {
+	for prefix, m := range map[string]map[string]string{"metadata.annotations": pod.Annotations, "metadata.labels": pod.Labels} {
+		if rest, ok := strings.CutPrefix(path, prefix+"['"); ok {
+			if key, ok := strings.CutSuffix(rest, "']"); ok {
+				return m[key]
+			}
+		}
+	}
+	return ""
 }
 
 func expandAll(in []string, envs []*runtimeapi.KeyValue) []string {

@@ -226,3 +226,21 @@ func TestLogRootIsAbsolute(t *testing.T) {
 		t.Fatalf("log directory %q is not absolute", d)
 	}
 }
+
+func TestSubscriptedField(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Annotations: map[string]string{"batch.kubernetes.io/job-completion-index": "3"},
+		Labels:      map[string]string{"app": "pi"},
+	}}
+	for path, want := range map[string]string{
+		"metadata.annotations['batch.kubernetes.io/job-completion-index']": "3",
+		"metadata.labels['app']":     "pi",
+		"metadata.labels['missing']": "",
+		"metadata.labels[app]":       "",
+		"spec.unknown":               "",
+	} {
+		if got := subscriptedField(pod, path); got != want {
+			t.Errorf("%s = %q, want %q", path, got, want)
+		}
+	}
+}

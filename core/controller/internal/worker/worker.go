@@ -57,3 +57,17 @@ func processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface
 	queue.Forget(key)
 	return true
 }
+
+// RunRequeueing is Run for controllers whose sync also says when to look at a key again
+// (a schedule, a deadline): a positive delay after a successful sync requeues the key
+// then.
+func RunRequeueing(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], workers int,
+	synced []cache.InformerSynced, sync func(ctx context.Context, key string) (time.Duration, error), log *slog.Logger, kind string) {
+	Run(ctx, queue, workers, synced, func(ctx context.Context, key string) error {
+		after, err := sync(ctx, key)
+		if err == nil && after > 0 {
+			queue.AddAfter(key, after)
+		}
+		return err
+	}, log, kind)
+}

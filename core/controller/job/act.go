@@ -1,0 +1,174 @@
+package job
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/wasmplane/wasmplane/core/controller/internal/controllerref"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// act carries out r: pod deletions and creations first (their expectations recorded
+// before the calls), then the status, and only once the status holds the uncounted pods
+// the release of their finalizers.
+func (c *Controller) act(ctx context.Context, job *batchv1.Job, r result) error {
+	key := keyOf(job)
+	var errs []error
+	if len(r.delete) > 0 {
+		keys := make([]string, len(r.delete))
+		for i, p := range r.delete {
+			keys[i] = keyOf(p)
+		}
+		c.expectations.ExpectDeletions(key, keys)
+		for _, p := range r.delete {
+			err := c.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
+			if err != nil {
+				c.expectations.DeletionObserved(key, keyOf(p))
+				if !apierrors.IsNotFound(err) {
+					errs = append(errs, fmt.Errorf("deleting pod %s: %w", keyOf(p), err))
+				}
+				continue
+			}
+			c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %v", p.Name)
+		}
+	}
+	if len(r.create) > 0 {
+		c.expectations.ExpectCreations(key, len(r.create))
+		for n, idx := range r.create {
+			pod := podFromTemplate(job, idx)
+			created, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+			if err != nil {
+				// The remaining creations will never be observed.
+				c.expectations.LowerCreations(key, len(r.create)-n)
+				if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+					break
+				}
+				c.recorder.Eventf(job, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
+				errs = append(errs, fmt.Errorf("creating pod for Job %s: %w", key, err))
+				break
+			}
+			c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %v", created.Name)
+		}
+	}
+	if !apiequality.Semantic.DeepEqual(job.Status, r.status) {
+		j := job.DeepCopy()
+		j.Status = r.status
+		if _, err := c.client.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, j, metav1.UpdateOptions{}); err != nil {
+			// Without the stored uncounted list no finalizer may go.
+			return errors.Join(append(errs, fmt.Errorf("updating status of Job %s: %w", key, err))...)
+		}
+	}
+	if _, err := c.removeFinalizers(ctx, r.release); err != nil {
+		errs = append(errs, err)
+	}
+	for _, e := range r.events {
+		c.recorder.Event(job, e.typ, e.reason, e.msg)
+	}
+	return errors.Join(errs...)
+}
+
+// removeFinalizers drops the tracking finalizer from pods, in parallel; it returns how
+// many it released.
+func (c *Controller) removeFinalizers(ctx context.Context, pods []*corev1.Pod) (int, error) {
+	var (
+		mu   sync.Mutex
+		errs []error
+		n    int
+		wg   sync.WaitGroup
+	)
+	sem := make(chan struct{}, 16)
+	for _, p := range pods {
+		if !hasFinalizer(p) {
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			err := c.patchOutFinalizer(ctx, p)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("removing the tracking finalizer of pod %s: %w", keyOf(p), err))
+				return
+			}
+			n++
+		})
+	}
+	wg.Wait()
+	return n, errors.Join(errs...)
+}
+
+// patchOutFinalizer removes the finalizer with a JSON patch that first tests the entry
+// it removes, so a finalizer someone else added or removed meanwhile is never dropped.
+func (c *Controller) patchOutFinalizer(ctx context.Context, p *corev1.Pod) error {
+	i := slices.Index(p.Finalizers, TrackingFinalizer)
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/finalizers/" + strconv.Itoa(i), "value": TrackingFinalizer},
+		{"op": "remove", "path": "/metadata/finalizers/" + strconv.Itoa(i)},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsInvalid(err) {
+		// The list moved under us (the test failed): read it again and retry once.
+		fresh, gerr := c.client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return gerr
+		}
+		if fresh.UID != p.UID || !hasFinalizer(fresh) {
+			return nil
+		}
+		return c.patchOutFinalizer(ctx, fresh)
+	}
+	return err
+}
+
+// podFromTemplate builds a pod of job; idx is its completion index, or -1.
+func podFromTemplate(job *batchv1.Job, idx int) *corev1.Pod {
+	t := job.Spec.Template.DeepCopy()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName:    job.Name + "-",
+			Namespace:       job.Namespace,
+			Labels:          t.Labels,
+			Annotations:     t.Annotations,
+			Finalizers:      append(t.Finalizers, TrackingFinalizer),
+			OwnerReferences: []metav1.OwnerReference{*controllerref.NewControllerRef(job, controllerKind)},
+		},
+		Spec: t.Spec,
+	}
+	if idx >= 0 {
+		s := strconv.Itoa(idx)
+		pod.GenerateName = fmt.Sprintf("%s-%d-", job.Name, idx)
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		if pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		pod.Annotations[CompletionIndexKey] = s
+		pod.Labels[CompletionIndexKey] = s
+		if pod.Spec.Hostname == "" {
+			pod.Spec.Hostname = fmt.Sprintf("%s-%d", job.Name, idx)
+		}
+		env := corev1.EnvVar{Name: CompletionIndexEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+			APIVersion: "v1", FieldPath: fmt.Sprintf("metadata.annotations['%s']", CompletionIndexKey)}}}
+		for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for i := range cs {
+				cs[i].Env = append(cs[i].Env, env)
+			}
+		}
+	}
+	return pod
+}

@@ -1,0 +1,354 @@
+package job
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+var t0 = time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+
+type jobOpt func(*batchv1.Job)
+
+func newJob(opts ...jobOpt) *batchv1.Job {
+	j := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: "ns", UID: "job-uid"},
+		Spec: batchv1.JobSpec{
+			Completions: ptr.To[int32](5), Parallelism: ptr.To[int32](2), BackoffLimit: ptr.To[int32](6),
+			CompletionMode: ptr.To(batchv1.NonIndexedCompletion), Suspend: ptr.To(false),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"batch.kubernetes.io/controller-uid": "job-uid"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"batch.kubernetes.io/controller-uid": "job-uid"}},
+				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+					Containers: []corev1.Container{{Name: "c", Image: "hello.wasm"}}},
+			},
+		},
+		Status: batchv1.JobStatus{StartTime: ptr.To(metav1.NewTime(t0.Add(-time.Minute)))},
+	}
+	for _, o := range opts {
+		o(j)
+	}
+	return j
+}
+
+func indexed(completions, parallelism int32) jobOpt {
+	return func(j *batchv1.Job) {
+		j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+		j.Spec.Completions, j.Spec.Parallelism = &completions, &parallelism
+	}
+}
+
+// pod is a pod of the test Job: phase, whether it still has the tracking finalizer,
+// its completion index (-1 none), and how long before t0 it finished.
+func pod(name string, phase corev1.PodPhase, finalizer bool, idx int, finishedAgo time.Duration) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(name + "-uid"),
+			Labels:            map[string]string{"batch.kubernetes.io/controller-uid": "job-uid"},
+			CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour)),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "pi", UID: "job-uid",
+				Controller: ptr.To(true)}}},
+		Status: corev1.PodStatus{Phase: phase},
+	}
+	if finalizer {
+		p.Finalizers = []string{TrackingFinalizer}
+	}
+	if idx >= 0 {
+		p.Annotations = map[string]string{CompletionIndexKey: itoa(idx)}
+	}
+	if phase == corev1.PodSucceeded || phase == corev1.PodFailed {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.NewTime(t0.Add(-finishedAgo))}}}}
+	}
+	return p
+}
+
+func itoa(i int) string { return string(rune('0' + i)) }
+
+func newController(t *testing.T, objs ...runtime.Object) (*Controller, *fake.Clientset, informers.SharedInformerFactory) {
+	t.Helper()
+	client := fake.NewClientset(objs...)
+	// The fake tracker does not generate names.
+	n := 0
+	client.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if p := a.(clienttesting.CreateAction).GetObject().(*corev1.Pod); p.Name == "" {
+			n++
+			p.Name = p.GenerateName + itoa(n)
+		}
+		return false, nil, nil
+	})
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, factory, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: testingclock.NewFakeClock(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *batchv1.Job:
+			_ = factory.Batch().V1().Jobs().Informer().GetIndexer().Add(o)
+		case *corev1.Pod:
+			_ = factory.Core().V1().Pods().Informer().GetIndexer().Add(o)
+		}
+	}
+	return c, client, factory
+}
+
+func condOf(st batchv1.JobStatus, t batchv1.JobConditionType) string {
+	if c := findCond(st.Conditions, t); c != nil && c.Status == corev1.ConditionTrue {
+		return c.Reason
+	}
+	return ""
+}
+
+func TestReconcile(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		job          *batchv1.Job
+		pods         []*corev1.Pod
+		wantCreate   []int
+		wantDelete   []string
+		wantRelease  []string
+		wantActive   int32
+		wantOK       int32 // status.succeeded
+		wantFailed   int32
+		wantUncOK    int
+		wantUncFail  int
+		wantIndexes  string
+		wantConds    map[batchv1.JobConditionType]string // type → reason ("" = absent)
+		wantComplete bool
+		wantRequeue  bool
+	}{
+		{name: "new job starts parallelism pods", job: newJob(func(j *batchv1.Job) { j.Status = batchv1.JobStatus{} }),
+			wantCreate: []int{-1, -1}, wantActive: 2},
+		{name: "succeeded pod becomes uncounted, its finalizer released, one more pod",
+			job:         newJob(func(j *batchv1.Job) { j.Status.Succeeded = 3 }),
+			pods:        []*corev1.Pod{pod("a", corev1.PodSucceeded, true, -1, 0), pod("b", corev1.PodRunning, true, -1, 0)},
+			wantRelease: []string{"a"}, wantActive: 1, wantOK: 3, wantUncOK: 1},
+		{name: "released uncounted pod is counted",
+			job: newJob(func(j *batchv1.Job) {
+				j.Status.Succeeded = 3
+				j.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"a-uid"}}
+			}),
+			pods:       []*corev1.Pod{pod("a", corev1.PodSucceeded, false, -1, 0), pod("b", corev1.PodRunning, true, -1, 0)},
+			wantActive: 1, wantOK: 4},
+		{name: "completions reached: SuccessCriteriaMet then Complete",
+			job:  newJob(func(j *batchv1.Job) { j.Status.Succeeded = 5 }),
+			pods: []*corev1.Pod{pod("a", corev1.PodSucceeded, false, -1, 0)}, wantOK: 5,
+			wantConds:    map[batchv1.JobConditionType]string{batchv1.JobSuccessCriteriaMet: reasonCompletionsReached, batchv1.JobComplete: reasonCompletionsReached},
+			wantComplete: true},
+		{name: "last success still uncounted: criteria met, not complete",
+			job:         newJob(func(j *batchv1.Job) { j.Status.Succeeded = 4 }),
+			pods:        []*corev1.Pod{pod("a", corev1.PodSucceeded, true, -1, 0)},
+			wantRelease: []string{"a"}, wantOK: 4, wantUncOK: 1,
+			wantConds: map[batchv1.JobConditionType]string{batchv1.JobSuccessCriteriaMet: reasonCompletionsReached, batchv1.JobComplete: ""}},
+		{name: "backoff limit exceeded: failure target, active pods deleted",
+			job:        newJob(func(j *batchv1.Job) { j.Spec.BackoffLimit = ptr.To[int32](1); j.Status.Failed = 1 }),
+			pods:       []*corev1.Pod{pod("f", corev1.PodFailed, true, -1, time.Second), pod("r", corev1.PodRunning, true, -1, 0)},
+			wantDelete: []string{"r"}, wantRelease: []string{"f"}, wantFailed: 1, wantUncFail: 1,
+			wantConds: map[batchv1.JobConditionType]string{batchv1.JobFailureTarget: reasonBackoffLimit, batchv1.JobFailed: ""}},
+		{name: "failure target and no pods left: Failed",
+			job: newJob(func(j *batchv1.Job) {
+				j.Spec.BackoffLimit = ptr.To[int32](1)
+				j.Status.Failed = 2
+				j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: reasonBackoffLimit}}
+			}),
+			wantFailed: 2,
+			wantConds:  map[batchv1.JobConditionType]string{batchv1.JobFailed: reasonBackoffLimit}},
+		{name: "failure within limit waits out the backoff",
+			job:        newJob(func(j *batchv1.Job) { j.Status.Failed = 1 }),
+			pods:       []*corev1.Pod{pod("f", corev1.PodFailed, false, -1, time.Second), pod("r", corev1.PodRunning, true, -1, 0)},
+			wantActive: 1, wantFailed: 1, wantRequeue: true},
+		{name: "failure within limit after the backoff: pod recreated",
+			job:        newJob(func(j *batchv1.Job) { j.Status.Failed = 1 }),
+			pods:       []*corev1.Pod{pod("f", corev1.PodFailed, false, -1, time.Minute), pod("r", corev1.PodRunning, true, -1, 0)},
+			wantCreate: []int{-1}, wantActive: 2, wantFailed: 1},
+		{name: "active deadline exceeded",
+			job:        newJob(func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr.To[int64](30) }),
+			pods:       []*corev1.Pod{pod("r", corev1.PodRunning, true, -1, 0)},
+			wantDelete: []string{"r"},
+			wantConds:  map[batchv1.JobConditionType]string{batchv1.JobFailureTarget: reasonDeadline}},
+		{name: "active deadline ahead: requeued for it",
+			job:        newJob(func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr.To[int64](300) }),
+			pods:       []*corev1.Pod{pod("r", corev1.PodRunning, true, -1, 0), pod("s", corev1.PodRunning, true, -1, 0)},
+			wantActive: 2, wantRequeue: true},
+		{name: "suspended: pods deleted, Suspended condition",
+			job:        newJob(func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) }),
+			pods:       []*corev1.Pod{pod("r", corev1.PodRunning, true, -1, 0)},
+			wantDelete: []string{"r"},
+			wantConds:  map[batchv1.JobConditionType]string{batchv1.JobSuspended: reasonSuspended}},
+		{name: "suspended: pods it deleted are released uncounted",
+			job: newJob(func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) }),
+			pods: []*corev1.Pod{func() *corev1.Pod {
+				p := pod("r", corev1.PodRunning, true, -1, 0)
+				p.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+				return p
+			}()},
+			wantRelease: []string{"r"},
+			wantConds:   map[batchv1.JobConditionType]string{batchv1.JobSuspended: reasonSuspended}},
+		{name: "deleted pod of a running Job counts as failed",
+			job: newJob(),
+			pods: []*corev1.Pod{func() *corev1.Pod {
+				p := pod("r", corev1.PodRunning, true, -1, 0)
+				p.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+				return p
+			}()},
+			wantCreate: []int{-1, -1}, wantRelease: []string{"r"}, wantActive: 2, wantUncFail: 1},
+		{name: "indexed: completed index recorded, missing indexes started lowest first",
+			job:        newJob(indexed(4, 2)),
+			pods:       []*corev1.Pod{pod("i0", corev1.PodSucceeded, true, 0, 0)},
+			wantCreate: []int{1, 2}, wantRelease: []string{"i0"}, wantActive: 2, wantOK: 1, wantUncOK: 1, wantIndexes: "0"},
+		{name: "indexed: failed index is retried, running index kept",
+			job: newJob(indexed(3, 3), func(j *batchv1.Job) {
+				j.Status.CompletedIndexes, j.Status.Succeeded, j.Status.Failed = "0", 1, 1
+			}),
+			pods: []*corev1.Pod{pod("i0", corev1.PodSucceeded, false, 0, 0), pod("i1", corev1.PodFailed, false, 1, time.Minute),
+				pod("i2", corev1.PodRunning, true, 2, 0)},
+			wantCreate: []int{1}, wantActive: 2, wantOK: 1, wantFailed: 1, wantIndexes: "0"},
+		{name: "indexed: duplicate pod of an index deleted",
+			job:        newJob(indexed(2, 2)),
+			pods:       []*corev1.Pod{pod("a0", corev1.PodRunning, true, 0, 0), pod("b0", corev1.PodRunning, true, 0, 0)},
+			wantCreate: []int{1}, wantDelete: []string{"b0"}, wantActive: 2},
+		{name: "indexed: all indexes done",
+			job:    newJob(indexed(3, 2), func(j *batchv1.Job) { j.Status.CompletedIndexes, j.Status.Succeeded = "0-2", 3 }),
+			wantOK: 3, wantIndexes: "0-2",
+			wantConds:    map[batchv1.JobConditionType]string{batchv1.JobComplete: reasonCompletionsReached},
+			wantComplete: true},
+		{name: "work queue job (no completions) ends after a success once others stop",
+			job:          newJob(func(j *batchv1.Job) { j.Spec.Completions = nil; j.Status.Succeeded = 1 }),
+			pods:         []*corev1.Pod{pod("a", corev1.PodSucceeded, false, -1, 0)},
+			wantOK:       1,
+			wantConds:    map[batchv1.JobConditionType]string{batchv1.JobComplete: reasonCompletionsReached},
+			wantComplete: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, _ := newController(t)
+			r := c.reconcile(tc.job, tc.pods)
+			if !slices.Equal(r.create, tc.wantCreate) {
+				t.Errorf("create = %v, want %v", r.create, tc.wantCreate)
+			}
+			if got := names(r.delete); !slices.Equal(got, tc.wantDelete) {
+				t.Errorf("delete = %v, want %v", got, tc.wantDelete)
+			}
+			if got := names(r.release); !slices.Equal(got, tc.wantRelease) {
+				t.Errorf("release = %v, want %v", got, tc.wantRelease)
+			}
+			st := r.status
+			if st.Active != tc.wantActive || st.Succeeded != tc.wantOK || st.Failed != tc.wantFailed {
+				t.Errorf("active/succeeded/failed = %d/%d/%d, want %d/%d/%d", st.Active, st.Succeeded, st.Failed, tc.wantActive, tc.wantOK, tc.wantFailed)
+			}
+			if u := st.UncountedTerminatedPods; len(u.Succeeded) != tc.wantUncOK || len(u.Failed) != tc.wantUncFail {
+				t.Errorf("uncounted = %+v, want %d succeeded %d failed", u, tc.wantUncOK, tc.wantUncFail)
+			}
+			if st.CompletedIndexes != tc.wantIndexes {
+				t.Errorf("completedIndexes = %q, want %q", st.CompletedIndexes, tc.wantIndexes)
+			}
+			for typ, reason := range tc.wantConds {
+				if got := condOf(st, typ); got != reason {
+					t.Errorf("condition %s reason = %q, want %q", typ, got, reason)
+				}
+			}
+			if (st.CompletionTime != nil) != tc.wantComplete {
+				t.Errorf("completionTime = %v, want set=%v", st.CompletionTime, tc.wantComplete)
+			}
+			if (r.requeueAfter > 0) != tc.wantRequeue {
+				t.Errorf("requeueAfter = %v, want set=%v", r.requeueAfter, tc.wantRequeue)
+			}
+			if st.StartTime == nil && !ptr.Deref(tc.job.Spec.Suspend, false) {
+				t.Error("startTime not set")
+			}
+		})
+	}
+}
+
+func names(pods []*corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+// TestSyncWritesStatusBeforeReleasing checks the order of the API calls and the pods
+// an Indexed Job creates.
+func TestSyncWritesStatusBeforeReleasing(t *testing.T) {
+	job := newJob(indexed(3, 2))
+	c, client, _ := newController(t, job, pod("i0", corev1.PodSucceeded, true, 0, 0))
+	if _, err := c.sync(context.Background(), "ns/pi"); err != nil {
+		t.Fatal(err)
+	}
+	var verbs []string
+	var created []*corev1.Pod
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "list" || a.GetVerb() == "watch" {
+			continue
+		}
+		verbs = append(verbs, a.GetVerb()+":"+a.GetResource().Resource+"/"+a.GetSubresource())
+		if ca, ok := a.(clienttesting.CreateAction); ok && a.GetVerb() == "create" {
+			created = append(created, ca.GetObject().(*corev1.Pod))
+		}
+	}
+	want := []string{"create:pods/", "create:pods/", "update:jobs/status", "patch:pods/"}
+	if !slices.Equal(verbs, want) {
+		t.Fatalf("calls = %v, want %v", verbs, want)
+	}
+	for i, p := range created {
+		idx := itoa(i + 1)
+		if p.Annotations[CompletionIndexKey] != idx || p.Labels[CompletionIndexKey] != idx || p.Spec.Hostname != "pi-"+idx {
+			t.Errorf("pod %d: annotations %v labels %v hostname %q", i, p.Annotations, p.Labels, p.Spec.Hostname)
+		}
+		if !slices.Contains(p.Finalizers, TrackingFinalizer) || p.OwnerReferences[0].UID != job.UID {
+			t.Errorf("pod %d: finalizers %v owners %v", i, p.Finalizers, p.OwnerReferences)
+		}
+		env := p.Spec.Containers[0].Env
+		if len(env) != 1 || env[0].Name != CompletionIndexEnv || env[0].ValueFrom.FieldRef.FieldPath != "metadata.annotations['batch.kubernetes.io/job-completion-index']" {
+			t.Errorf("pod %d env = %+v", i, env)
+		}
+	}
+	got, err := client.BatchV1().Jobs("ns").Get(context.Background(), "pi", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.CompletedIndexes != "0" || len(got.Status.UncountedTerminatedPods.Succeeded) != 1 || got.Status.Active != 2 {
+		t.Errorf("status = %+v", got.Status)
+	}
+	p, err := client.CoreV1().Pods("ns").Get(context.Background(), "i0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Finalizers) != 0 {
+		t.Errorf("finalizers of the counted pod = %v", p.Finalizers)
+	}
+}
+
+func TestIndexes(t *testing.T) {
+	for _, tc := range []struct {
+		in          string
+		completions int
+		want        string
+	}{
+		{"", 5, ""},
+		{"0", 5, "0"},
+		{"0,1", 5, "0-1"},
+		{"0-2,4", 5, "0-2,4"},
+		{"3,1,2,7", 5, "1-3"},
+		{"0-9", 3, "0-2"},
+		{"x,2", 5, "2"},
+	} {
+		if got := formatIndexes(parseIndexes(tc.in, tc.completions)); got != tc.want {
+			t.Errorf("%q with %d completions = %q, want %q", tc.in, tc.completions, got, tc.want)
+		}
+	}
+}

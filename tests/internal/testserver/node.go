@@ -1,0 +1,45 @@
+package testserver
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/wasmplane/wasmplane/core/kubelet"
+	"github.com/wasmplane/wasmplane/core/server"
+	"github.com/wasmplane/wasmplane/runtime/cri/wasi"
+)
+
+// StartWASINode runs the built-in WASI runtime holding the named example workloads (from
+// modules, as RunWithWorkloads built them, tagged NAME:latest) and a kubelet registered
+// as node-1 against s, with a quick resync so tests see pod status promptly. Both stop
+// when the test ends.
+func StartWASINode(t testing.TB, s *Server, modules map[string]string, images ...string) {
+	t.Helper()
+	root := t.TempDir()
+	// A short socket path: unix sockets are limited to ~108 bytes.
+	sockDir, err := os.MkdirTemp("", "wp-cri-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	rt, err := wasi.Serve(context.Background(), wasi.Config{Socket: filepath.Join(sockDir, "cri.sock"), RootDir: filepath.Join(root, "runtime"), Logger: Logger()})
+	if err != nil {
+		t.Fatalf("starting the WASI runtime: %v", err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	for _, name := range images {
+		if _, err := rt.Images().ImportFile(context.Background(), modules[name], name+":latest"); err != nil {
+			t.Fatalf("importing %s: %v", name, err)
+		}
+	}
+	stop, err := server.StartNode(context.Background(), server.NodeConfig{RESTConfig: s.Config(false), NodeName: "node-1",
+		RootDir: filepath.Join(root, "node"), RuntimeEndpoint: rt.Endpoint(), Port: -1, Logger: Logger(),
+		Tune: func(c *kubelet.Config) { c.ResyncPeriod, c.StatusUpdateFrequency = 2*time.Second, time.Second }})
+	if err != nil {
+		t.Fatalf("starting the kubelet: %v", err)
+	}
+	t.Cleanup(stop)
+}
