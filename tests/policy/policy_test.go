@@ -268,6 +268,11 @@ metadata:
 	if !audit.has("name=audited", "require-team", "configmap audited has no team label") {
 		t.Fatal("no audit annotation for configmap audited")
 	}
+	denied, err := testserver.MetricSum(ctx, cs, "apiserver_validating_admission_policy_check_total",
+		map[string]string{"policy": "require-team", "enforcement_action": "deny"})
+	if err != nil || denied < 1 {
+		t.Fatalf("apiserver_validating_admission_policy_check_total of denials: %v, %v", denied, err)
+	}
 
 	// Back to Deny, then the binding goes: the policy alone does nothing.
 	apply("Deny")

@@ -188,14 +188,17 @@ func (r clusterIPResolver) ResolveEndpoint(namespace, name string, port int32) (
 	return proxy.ResolveCluster(r.services, namespace, name, port)
 }
 
-// metricPrefixes are kube-apiserver's webhook admission metrics.
-var metricPrefixes = []string{"apiserver_admission_webhook_", "apiserver_admission_match_condition_"}
+// metricPrefixes are kube-apiserver's webhook and admission policy metrics, which
+// k8s.io/apiserver's plugins all keep in one registry.
+var metricPrefixes = []string{"apiserver_admission_webhook_", "apiserver_admission_match_condition_",
+	"apiserver_validating_admission_policy_", "apiserver_mutating_admission_policy_"}
 
 // Metrics returns kube-apiserver's webhook admission metrics
 // (apiserver_admission_webhook_admission_duration_seconds,
-// apiserver_admission_webhook_rejection_count, apiserver_admission_match_condition_*),
-// which k8s.io/apiserver keeps in component-base's process-wide registry, for a
-// server's /metrics.
+// apiserver_admission_webhook_rejection_count, apiserver_admission_match_condition_*)
+// and admission policy metrics (apiserver_validating_admission_policy_*,
+// apiserver_mutating_admission_policy_*), which k8s.io/apiserver keeps in
+// component-base's process-wide registry, for a server's /metrics.
 func Metrics() prometheus.Gatherer {
 	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		all, err := legacyregistry.DefaultGatherer.Gather()
