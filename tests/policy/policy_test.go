@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmplane/wasmplane/core/controller/vapstatus"
 	"github.com/wasmplane/wasmplane/core/server"
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -29,8 +30,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 )
 
@@ -131,6 +135,49 @@ func TestPolicies(t *testing.T) {
 	t.Run("ConfigMap param", func(t *testing.T) { configMapParam(t, cs) })
 	t.Run("custom resource param", func(t *testing.T) { customResourceParam(t, srv, cs) })
 	t.Run("mutating policies", func(t *testing.T) { mutatingPolicies(t, srv, cs) })
+	t.Run("type checking", func(t *testing.T) { typeChecking(t, cs) })
+}
+
+// The type-checking controller (run here on its own: StartAPI runs no controllers)
+// writes a warning for an expression that compiles untyped but names a field the matched
+// kind does not have, and the generation it checked.
+func typeChecking(t *testing.T, cs kubernetes.Interface) {
+	ctx, cancel := context.WithCancel(context.Background())
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	c, err := vapstatus.New(cs, factory, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery())), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	factory.Start(ctx.Done())
+	go func() {
+		defer close(done)
+		c.Run(ctx, 1)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		factory.Shutdown()
+	})
+	pol := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "typo"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{MatchConstraints: inNamespace("typed", "configmaps", admissionregistrationv1.Create),
+			Validations: []admissionregistrationv1.Validation{{Expression: "object.nosuchfield == 'x'"}, {Expression: "size(object.data) < 10"}}}}
+	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, pol, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var status admissionregistrationv1.ValidatingAdmissionPolicyStatus
+	until(t, "type-checking status", func(ctx context.Context) bool {
+		p, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "typo", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		status = p.Status
+		return p.Status.ObservedGeneration == p.Generation && p.Status.TypeChecking != nil
+	})
+	w := status.TypeChecking.ExpressionWarnings
+	if len(w) != 1 || w[0].FieldRef != "spec.validations[0].expression" || !strings.Contains(w[0].Warning, "nosuchfield") {
+		t.Fatalf("type-checking warnings %+v", w)
+	}
 }
 
 // A policy whose CEL does not compile is refused with 422 and the expression's path,

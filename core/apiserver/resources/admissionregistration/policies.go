@@ -34,6 +34,9 @@ func policyDefinitions(cel *celCompiler) []resources.Definition {
 			return []any{int64(len(p.Spec.Validations)), paramKindColumn(p.Spec.ParamKind)}
 		})
 	vap.Resource.StatusStrategy = vapStatusStrategy{}
+	vap.Subresources = func(s *endpoints.Scope) []endpoints.Subresource {
+		return []endpoints.Subresource{endpoints.StatusSubresource(s, vapStatusStrategy{})}
+	}
 	vapb := policyResource("ValidatingAdmissionPolicyBinding",
 		func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{} },
 		func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyBindingList{} },
