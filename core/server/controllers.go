@@ -25,16 +25,19 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/rootcacertpublisher"
 	"github.com/wasmplane/wasmplane/core/controller/serviceaccount"
 	"github.com/wasmplane/wasmplane/core/controller/ttlafterfinished"
+	"github.com/wasmplane/wasmplane/core/controller/vapstatus"
 	"github.com/wasmplane/wasmplane/core/pki"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -193,6 +196,10 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	if len(rootCA) == 0 && signingCA != nil {
 		rootCA = signingCA.CertPEM
 	}
+	vapc, err := vapstatus.New(client, factory, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery())), log)
+	if err != nil {
+		return fail(err)
+	}
 	var rootCAPublisher *rootcacertpublisher.Publisher
 	if len(rootCA) > 0 {
 		if rootCAPublisher, err = rootcacertpublisher.New(client, factory, rootCA, log); err != nil {
@@ -226,6 +233,7 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	wg.Go(func() { epc.Run(ctx, 5) })
 	wg.Go(func() { esc.Run(ctx, 5) })
 	wg.Go(func() { pdbc.Run(ctx, 2) })
+	wg.Go(func() { vapc.Run(ctx, 1) })
 	if rootCAPublisher != nil {
 		wg.Go(func() { rootCAPublisher.Run(ctx, 1) })
 	}

@@ -305,6 +305,10 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if err != nil {
 		return fail(err)
 	}
+	policies, err := newPolicies(inst.loopbackConfig(), scheme, &srv, authorizer, log)
+	if err != nil {
+		return fail(err)
+	}
 	// The node port bitmap is one key, read and written by every API server of the cluster
 	// with optimistic concurrency; it is kept where Kubernetes keeps it.
 	nodePorts := servicealloc.StorageRangeStore{Key: servicealloc.NodePortsKey, Storage: storage.NewEtcd(client, storage.ResourceConfig{
@@ -318,7 +322,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		MaxRequestsInFlight: cfg.MaxRequestsInFlight, MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
 		TokenReviewer:    tokenReviewer(chain),
 		TokenRequest:     &resources.TokenRequestConfig{Issuer: sec.signer, APIAudiences: sec.audiences},
-		AdmissionSources: []admission.Source{webhooks, plugins}, MoreMetrics: []prometheus.Gatherer{webhook.Metrics()}, InitializerWaiting: plugins.Waiting, PluginCeilings: cfg.PluginCeilings,
+		AdmissionSources: []admission.Source{policies, webhooks, plugins}, MoreMetrics: []prometheus.Gatherer{webhook.Metrics()}, InitializerWaiting: plugins.Waiting, PluginCeilings: cfg.PluginCeilings,
 		// Profiling is on, as with kube-apiserver's --profiling default.
 		ExtraHandlers: map[string]http.Handler{"/debug/pprof/": http.HandlerFunc(pprof.Index),
 			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile), "/debug/pprof/trace": http.HandlerFunc(pprof.Trace)}})
@@ -385,10 +389,18 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		defer close(webhooksDone)
 		webhooks.Run(ctx)
 	}()
+	policiesDone := make(chan struct{})
+	go func() {
+		defer close(policiesDone)
+		if err := policies.Run(ctx); err != nil {
+			log.Error("admission policies stopped", "err", err)
+		}
+	}()
 	if err := startAuthorizer(ctx, authzInformers, inst.loopbackConfig()); err != nil {
 		cancel()
 		<-inst.done
 		<-webhooksDone
+		<-policiesDone
 		return nil, err
 	}
 	pluginsDone := make(chan struct{})
@@ -405,7 +417,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		srv.RunCustomResources(ctx, log)
 	}()
 	inst.mu.Lock()
-	inst.closers = append(inst.closers, func() { <-pluginsDone }, func() { <-crdsDone }, func() { <-webhooksDone })
+	inst.closers = append(inst.closers, func() { <-pluginsDone }, func() { <-crdsDone }, func() { <-webhooksDone }, func() { <-policiesDone })
 	inst.mu.Unlock()
 	stopKubernetesService, err := startKubernetesService(ctx, inst.loopbackConfig(), srv.ServiceIPs().Reserved(),
 		advertiseAddress(cfg.AdvertiseAddress, ln.Addr().(*net.TCPAddr)), int32(ln.Addr().(*net.TCPAddr).Port), log)

@@ -17,13 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/wasmplane/wasmplane/core/admission"
+	"github.com/wasmplane/wasmplane/core/admission/adapter"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/generic"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	"k8s.io/apiserver/pkg/util/proxy"
-	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
@@ -56,7 +56,7 @@ type Webhooks struct {
 	factory    informers.SharedInformerFactory
 	mutating   *mutating.Plugin
 	validating *validating.Plugin
-	objects    objectInterfaces
+	objects    adapter.ObjectInterfaces
 	mutConfigs admissionlisters.MutatingWebhookConfigurationLister
 	valConfigs admissionlisters.ValidatingWebhookConfigurationLister
 	synced     []cache.InformerSynced
@@ -98,7 +98,7 @@ func New(cfg Config) (*Webhooks, error) {
 	}
 	return &Webhooks{
 		factory: factory, mutating: mp, validating: vp, log: log,
-		objects:    objectInterfaces{scheme: cfg.Scheme, equivalents: equivalents, defaulter: cfg.Defaulter},
+		objects:    adapter.ObjectInterfaces{Scheme: cfg.Scheme, Equivalents: equivalents, Defaulter: cfg.Defaulter},
 		mutConfigs: mc.Lister(), valConfigs: vc.Lister(),
 		synced: []cache.InformerSynced{mc.Informer().HasSynced, vc.Informer().HasSynced,
 			services.Informer().HasSynced, factory.Core().V1().Namespaces().Informer().HasSynced},
@@ -149,25 +149,21 @@ func (mutator) Name() string { return mutating.PluginName }
 
 // Admit implements admission.Mutator.
 func (m mutator) Admit(ctx context.Context, a *admission.Attributes) error {
-	attrs, _ := a.Value(stateKey{}).(*attributes)
+	attrs, _ := a.Value(stateKey{}).(*adapter.Attributes)
 	if attrs == nil {
-		attrs = newAttributes(a)
+		attrs = adapter.NewAttributes(a)
 		a.SetValue(stateKey{}, attrs)
 	}
-	defer attrs.flushAnnotations(ctx, m.w.log)
-	return m.w.mutating.Admit(warning.WithWarningRecorder(ctx, recorder{ctx}), attrs, m.w.objects)
+	defer attrs.FlushAnnotations(ctx, m.w.log)
+	return m.w.mutating.Admit(adapter.WithWarnings(ctx), attrs, m.w.objects)
 }
 
 // ReinvokeRequest implements admission.RequestReinvoker: a reinvocation round runs when
 // a webhook or a later plugin changed the object after an IfNeeded webhook saw it; the
 // plugin then calls only those webhooks, once.
 func (m mutator) ReinvokeRequest(a *admission.Attributes, changedAfter bool) bool {
-	attrs, _ := a.Value(stateKey{}).(*attributes)
-	if attrs == nil || attrs.reinvocation.IsReinvoke() || !(changedAfter || attrs.reinvocation.ShouldReinvoke()) {
-		return false
-	}
-	attrs.reinvocation.SetIsReinvoke()
-	return true
+	attrs, _ := a.Value(stateKey{}).(*adapter.Attributes)
+	return attrs != nil && adapter.Reinvoke(attrs, changedAfter)
 }
 
 // validator is the ValidatingAdmissionWebhook plugin as a chain validator.
@@ -178,16 +174,10 @@ func (validator) Name() string { return validating.PluginName }
 
 // Validate implements admission.Validator.
 func (v validator) Validate(ctx context.Context, a *admission.Attributes) error {
-	attrs := newAttributes(a)
-	defer attrs.flushAnnotations(ctx, v.w.log)
-	return v.w.validating.Validate(warning.WithWarningRecorder(ctx, recorder{ctx}), attrs, v.w.objects)
+	attrs := adapter.NewAttributes(a)
+	defer attrs.FlushAnnotations(ctx, v.w.log)
+	return v.w.validating.Validate(adapter.WithWarnings(ctx), attrs, v.w.objects)
 }
-
-// recorder passes webhooks' warnings on to the response's Warning headers.
-type recorder struct{ ctx context.Context }
-
-// AddWarning implements warning.Recorder.
-func (r recorder) AddWarning(_, text string) { admission.AddWarning(r.ctx, text) }
 
 // clusterIPResolver sends a webhook's clientConfig.service to the Service's cluster IP
 // (ExternalName: its external name), as kube-apiserver does.
@@ -198,14 +188,17 @@ func (r clusterIPResolver) ResolveEndpoint(namespace, name string, port int32) (
 	return proxy.ResolveCluster(r.services, namespace, name, port)
 }
 
-// metricPrefixes are kube-apiserver's webhook admission metrics.
-var metricPrefixes = []string{"apiserver_admission_webhook_", "apiserver_admission_match_condition_"}
+// metricPrefixes are kube-apiserver's webhook and admission policy metrics, which
+// k8s.io/apiserver's plugins all keep in one registry.
+var metricPrefixes = []string{"apiserver_admission_webhook_", "apiserver_admission_match_condition_",
+	"apiserver_validating_admission_policy_", "apiserver_mutating_admission_policy_"}
 
 // Metrics returns kube-apiserver's webhook admission metrics
 // (apiserver_admission_webhook_admission_duration_seconds,
-// apiserver_admission_webhook_rejection_count, apiserver_admission_match_condition_*),
-// which k8s.io/apiserver keeps in component-base's process-wide registry, for a
-// server's /metrics.
+// apiserver_admission_webhook_rejection_count, apiserver_admission_match_condition_*)
+// and admission policy metrics (apiserver_validating_admission_policy_*,
+// apiserver_mutating_admission_policy_*), which k8s.io/apiserver keeps in
+// component-base's process-wide registry, for a server's /metrics.
 func Metrics() prometheus.Gatherer {
 	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		all, err := legacyregistry.DefaultGatherer.Gather()

@@ -1,8 +1,9 @@
-// Package admissionregistration serves the admissionregistration.k8s.io/v1 group's
+// Package admissionregistration serves the admissionregistration.k8s.io/v1 group: the
 // webhook configurations (ValidatingWebhookConfiguration, MutatingWebhookConfiguration)
-// with Kubernetes' defaults and validation. Its admission policies would be added here
-// the same way: one more Definition each, with their own strategy, sharing the CEL
-// compiler and the rule validation below.
+// and the CEL admission policies and their bindings (ValidatingAdmissionPolicy with its
+// status, ValidatingAdmissionPolicyBinding, MutatingAdmissionPolicy,
+// MutatingAdmissionPolicyBinding), with Kubernetes' defaults and validation; CEL
+// expressions are compiled with k8s.io/apiserver's compiler when they are written.
 package admissionregistration
 
 import (
@@ -52,7 +53,7 @@ func Definitions() []resources.Definition {
 				defaultMutating(&c.Webhooks[i])
 			}
 		})
-	return []resources.Definition{validating, mutating}
+	return append([]resources.Definition{validating, mutating}, policyDefinitions(cel)...)
 }
 
 // definition describes one kind of webhook configuration: cluster-scoped, kept at
@@ -147,15 +148,29 @@ func defaultCommon(fp **admissionregistrationv1.FailurePolicyType, mp **admissio
 	}
 }
 
-// celCompiler is the match conditions' compiler, built on first use.
+// celCompiler is the CEL environment and the stateless compiler of match conditions,
+// built on first use.
 type celCompiler struct {
 	once     sync.Once
+	envSet   *environment.EnvSet
 	compiler plugincel.Compiler
 }
 
-func (c *celCompiler) get() plugincel.Compiler {
+func (c *celCompiler) init() {
 	c.once.Do(func() {
-		c.compiler = plugincel.NewCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
+		c.envSet = environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
+		c.compiler = plugincel.NewCompiler(c.envSet)
 	})
+}
+
+func (c *celCompiler) get() plugincel.Compiler {
+	c.init()
 	return c.compiler
+}
+
+// composited returns a compiler of its own for one policy: it keeps the policy's
+// variables, so that later expressions may name them.
+func (c *celCompiler) composited() (*plugincel.CompositedCompiler, error) {
+	c.init()
+	return plugincel.NewCompositedCompiler(c.envSet)
 }

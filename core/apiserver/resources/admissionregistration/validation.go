@@ -1,7 +1,6 @@
 package admissionregistration
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -68,6 +67,8 @@ type options struct {
 	requireRecognizedReviewVersion   bool
 	requireUniqueNames               bool
 	allowInvalidLabelValueInSelector bool
+	// allowParams declares params in match conditions (a policy with a paramKind).
+	allowParams bool
 	// storedExpressions compile in the stored-expressions environment (an expression
 	// already accepted keeps compiling when the CEL library shrinks).
 	storedExpressions sets.Set[string]
@@ -351,19 +352,21 @@ func compileMatchCondition(expr string, opts options, p *field.Path) field.Error
 		envType = environment.StoredExpressions
 	}
 	cond := &matchconditions.MatchCondition{Expression: expr}
-	result := opts.cel.get().CompileCELExpression(cond, plugincel.OptionalVariableDeclarations{HasAuthorizer: true}, envType)
-	if result.Error == nil {
+	result := opts.cel.get().CompileCELExpression(cond, plugincel.OptionalVariableDeclarations{HasAuthorizer: true, HasParams: opts.allowParams}, envType)
+	return celErrors(p, expr, result.Error)
+}
+
+// celErrors turns a CEL compile error into Kubernetes' field error: a missing
+// expression is Required, a bad one Invalid with the compiler's message.
+func celErrors(p *field.Path, expr string, err *apiservercel.Error) field.ErrorList {
+	if err == nil {
 		return nil
 	}
-	var celErr *apiservercel.Error
-	if errors.As(result.Error, &celErr) {
-		switch celErr.Type {
-		case apiservercel.ErrorTypeRequired:
-			return field.ErrorList{field.Required(p, celErr.Detail)}
-		case apiservercel.ErrorTypeInvalid:
-			return field.ErrorList{field.Invalid(p, expr, celErr.Detail)}
-		}
-		return field.ErrorList{field.InternalError(p, celErr)}
+	switch err.Type {
+	case apiservercel.ErrorTypeRequired:
+		return field.ErrorList{field.Required(p, err.Detail)}
+	case apiservercel.ErrorTypeInvalid:
+		return field.ErrorList{field.Invalid(p, expr, err.Detail)}
 	}
-	return field.ErrorList{field.InternalError(p, fmt.Errorf("unsupported error type: %w", result.Error))}
+	return field.ErrorList{field.InternalError(p, err)}
 }

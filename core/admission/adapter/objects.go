@@ -1,4 +1,4 @@
-package webhook
+package adapter
 
 import (
 	"fmt"
@@ -9,21 +9,33 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// objectInterfaces give the webhook plugins wasmplane's scheme. wasmplane keeps objects
-// in their served (external) version, so "conversion" between a request's object and
-// what a webhook receives is mostly a copy; custom resources are unstructured.
-type objectInterfaces struct {
-	scheme      *runtime.Scheme
-	equivalents runtime.EquivalentResourceMapper
-	defaulter   func(obj runtime.Object)
+// ObjectInterfaces give k8s.io/apiserver's plugins wasmplane's scheme. wasmplane keeps
+// objects in their served (external) version, so "conversion" between a request's object
+// and what a plugin sees is mostly a copy; custom resources are unstructured.
+type ObjectInterfaces struct {
+	// Scheme creates, types and converts objects.
+	Scheme *runtime.Scheme
+	// Equivalents says which served resources are the same objects in another version.
+	Equivalents runtime.EquivalentResourceMapper
+	// Defaulter, when set, applies a resource's defaults to an object a plugin changed.
+	Defaulter func(obj runtime.Object)
 }
 
-func (o objectInterfaces) GetObjectCreater() runtime.ObjectCreater     { return creater{o.scheme} }
-func (o objectInterfaces) GetObjectTyper() runtime.ObjectTyper         { return o.scheme }
-func (o objectInterfaces) GetObjectDefaulter() runtime.ObjectDefaulter { return defaulter{o.defaulter} }
-func (o objectInterfaces) GetObjectConvertor() runtime.ObjectConvertor { return convertor{o.scheme} }
-func (o objectInterfaces) GetEquivalentResourceMapper() runtime.EquivalentResourceMapper {
-	return o.equivalents
+// GetObjectCreater implements admission.ObjectInterfaces.
+func (o ObjectInterfaces) GetObjectCreater() runtime.ObjectCreater { return creater{o.Scheme} }
+
+// GetObjectTyper implements admission.ObjectInterfaces.
+func (o ObjectInterfaces) GetObjectTyper() runtime.ObjectTyper { return o.Scheme }
+
+// GetObjectDefaulter implements admission.ObjectInterfaces.
+func (o ObjectInterfaces) GetObjectDefaulter() runtime.ObjectDefaulter { return defaulter{o.Defaulter} }
+
+// GetObjectConvertor implements admission.ObjectInterfaces.
+func (o ObjectInterfaces) GetObjectConvertor() runtime.ObjectConvertor { return convertor{o.Scheme} }
+
+// GetEquivalentResourceMapper implements admission.ObjectInterfaces.
+func (o ObjectInterfaces) GetEquivalentResourceMapper() runtime.EquivalentResourceMapper {
+	return o.Equivalents
 }
 
 // creater makes typed objects the scheme knows and unstructured ones for the rest
