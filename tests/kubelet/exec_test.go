@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
@@ -69,6 +71,7 @@ func TestExec(t *testing.T) {
 		{name: "container not started", args: []string{"exec", "unpulled", "--", "toolbox", "true"}, wantStatus: 1,
 			wantErr: `container not found ("main")`},
 		{name: "attach", args: []string{"attach", "box"}, wantStatus: 1, wantErr: "attach is not supported"},
+		{name: "port-forward", args: []string{"port-forward", "pod/box", ":80"}, stdin: "", wantStatus: 1, wantErr: "port-forward is not supported"},
 	} {
 		t.Run("kubectl "+tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -89,6 +92,48 @@ func TestExec(t *testing.T) {
 		})
 	}
 	remoteCommandProtocols(t, e)
+	execAuthorization(t, e)
+}
+
+// execAuthorization checks that, as in Kubernetes, a WebSocket exec (a GET) needs
+// "create" on pods/exec besides the "get" the request is filtered as.
+func execAuthorization(t *testing.T, e *env) {
+	ctx := context.Background()
+	rbac := e.cs.RbacV1()
+	if _, err := rbac.Roles("default").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "exec-get"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "pods/exec"}, Verbs: []string{"get"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbac.RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "exec-get"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "alice"}}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "exec-get"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.s.Config(false)
+	cfg.Impersonate.UserName = "alice"
+	u := e.cs.CoreV1().RESTClient().Post().Namespace("default").Resource("pods").Name("box").SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Command: []string{"toolbox", "true"}, Stdout: true}, scheme.ParameterCodec).URL()
+	want := `User "alice" cannot create resource "pods/exec" in API group "" in the namespace "default"`
+	stream := func() error {
+		ex, err := remotecommand.NewWebSocketExecutor(cfg, "GET", u.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: io.Discard})
+	}
+	if err := stream(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("WebSocket exec with only get: %v, want %q", err, want)
+	}
+	role, err := rbac.Roles("default").Get(ctx, "exec-get", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role.Rules[0].Verbs = append(role.Rules[0].Verbs, "create")
+	if _, err := rbac.Roles("default").Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.poll(10*time.Second, "alice may exec", func(context.Context) (bool, error) { return stream() == nil, nil })
 }
 
 // remoteCommandProtocols execs with client-go's WebSocket and SPDY executors, so both
@@ -104,16 +149,18 @@ func remoteCommandProtocols(t *testing.T, e *env) {
 				stdin, out, serr string
 				code             int
 				err              string
+				tty              bool
 			}{
 				{cmd: []string{"toolbox", "cat"}, stdin: "round trip\n", out: "round trip\n"},
 				{cmd: []string{"toolbox", "sh", "-c", "cat /missing || exit 7"}, serr: "missing", code: 7},
 				{container: "nope", cmd: []string{"toolbox", "true"}, err: "container nope is not valid for pod box"},
+				{cmd: []string{"toolbox", "true"}, tty: true, err: "WASI containers have no terminal"},
 			} {
 				if tc.container == "" {
 					tc.container = "main"
 				}
 				u := e.cs.CoreV1().RESTClient().Post().Namespace("default").Resource("pods").Name("box").SubResource("exec").
-					VersionedParams(&corev1.PodExecOptions{Container: tc.container, Command: tc.cmd, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec).URL()
+					VersionedParams(&corev1.PodExecOptions{Container: tc.container, Command: tc.cmd, Stdin: true, Stdout: true, Stderr: !tc.tty, TTY: tc.tty}, scheme.ParameterCodec).URL()
 				var ex remotecommand.Executor
 				var err error
 				if proto == "websocket" {
@@ -126,7 +173,11 @@ func remoteCommandProtocols(t *testing.T, e *env) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				var out, serr bytes.Buffer
-				err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: strings.NewReader(tc.stdin), Stdout: &out, Stderr: &serr})
+				opts := remotecommand.StreamOptions{Stdin: strings.NewReader(tc.stdin), Stdout: &out, Stderr: &serr, Tty: tc.tty}
+				if tc.tty {
+					opts.Stderr = nil
+				}
+				err = ex.StreamWithContext(ctx, opts)
 				cancel()
 				code := 0
 				var ce utilexec.CodeExitError

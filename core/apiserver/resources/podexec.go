@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -147,5 +148,11 @@ type streamErrorResponder struct {
 
 // Error implements proxy.SimpleErrorResponder.
 func (r streamErrorResponder) Error(err error) {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		// The proxy's own refusals, such as a request that is no upgrade.
+		r.fail(err)
+		return
+	}
 	r.fail(apierrors.NewInternalError(fmt.Errorf("reaching the kubelet on node %s: %w", r.node, err)))
 }

@@ -2,12 +2,16 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 
+	"github.com/wasmplane/wasmplane/runtime/cri/streaming"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/proxy"
 )
 
@@ -53,12 +57,12 @@ func registerStreams(mux *http.ServeMux, st Streamer, log *slog.Logger) {
 	guard := func(what string, h func(w http.ResponseWriter, req *http.Request) (*url.URL, error)) http.HandlerFunc {
 		return func(w http.ResponseWriter, req *http.Request) {
 			if !authorized(req) {
-				writeErr(w, &Error{Code: http.StatusForbidden, Message: fmt.Sprintf("forbidden: %s may not %s on this node (only group %s)", clientName(req), what, MastersGroup)})
+				writeStreamErr(w, &Error{Code: http.StatusForbidden, Message: fmt.Sprintf("forbidden: %s may not %s on this node (only group %s)", clientName(req), what, MastersGroup)})
 				return
 			}
 			u, err := h(w, req)
 			if err != nil {
-				writeErr(w, err)
+				writeStreamErr(w, err)
 				return
 			}
 			// The runtime's server is on this host; nothing is added to the location's path.
@@ -111,6 +115,35 @@ type errorResponder struct {
 
 // Error implements proxy.SimpleErrorResponder.
 func (r errorResponder) Error(err error) {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		// The proxy's own refusals, such as a request that is no upgrade.
+		streaming.WriteStatus(r.w, err)
+		return
+	}
 	r.log.Warn("proxying to the runtime's streaming server", "err", err)
-	writeErr(r.w, fmt.Errorf("reaching the container runtime's streaming server: %w", err))
+	writeStreamErr(r.w, fmt.Errorf("reaching the container runtime's streaming server: %w", err))
+}
+
+// writeStreamErr answers as a Kubernetes Status: the API server passes the kubelet's
+// answer to a failed upgrade through, and clients decode a Status (a WebSocket client
+// would read plain text such as "runtime: message" as an empty YAML Status).
+func writeStreamErr(w http.ResponseWriter, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		streaming.WriteStatus(w, err)
+		return
+	}
+	reason := metav1.StatusReasonInternalError
+	switch e.Code {
+	case http.StatusBadRequest:
+		reason = metav1.StatusReasonBadRequest
+	case http.StatusNotFound:
+		reason = metav1.StatusReasonNotFound
+	case http.StatusForbidden:
+		reason = metav1.StatusReasonForbidden
+	case http.StatusTooManyRequests:
+		reason = metav1.StatusReasonTooManyRequests
+	}
+	streaming.WriteStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: int32(e.Code), Reason: reason, Message: e.Message}})
 }

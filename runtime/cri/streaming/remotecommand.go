@@ -50,7 +50,9 @@ type TerminalSize struct {
 type ExitError struct{ Code int }
 
 // Error implements error.
-func (e *ExitError) Error() string { return fmt.Sprintf("command terminated with non-zero exit code: %d", e.Code) }
+func (e *ExitError) Error() string {
+	return fmt.Sprintf("command terminated with non-zero exit code: %d", e.Code)
+}
 
 // RunFunc runs a command with streams until it ends or ctx is done. An *ExitError is a
 // non-zero exit; any other error is a failure to run it.
@@ -68,7 +70,7 @@ var protocols = []string{remotecommand.StreamProtocolV5Name, remotecommand.Strea
 // before the upgrade are answered as Kubernetes Status errors.
 func ServeCommand(w http.ResponseWriter, req *http.Request, opts Options, run RunFunc, log *slog.Logger) {
 	if !opts.Stdin && !opts.Stdout && !opts.Stderr {
-		writeStatus(w, apierrors.NewBadRequest("you must specify at least 1 of stdin, stdout, stderr"))
+		WriteStatus(w, apierrors.NewBadRequest("you must specify at least 1 of stdin, stdout, stderr"))
 		return
 	}
 	if opts.TTY && opts.Stderr {
@@ -283,8 +285,9 @@ func openSPDY(w http.ResponseWriter, req *http.Request, opts Options) (*session,
 	return s, nil
 }
 
-// writeStatus answers a pre-upgrade failure as a Kubernetes Status.
-func writeStatus(w http.ResponseWriter, err error) {
+// WriteStatus answers a failure before an upgrade as a Kubernetes Status (JSON), which
+// both the WebSocket and the SPDY clients decode; errors that are no API status are 500s.
+func WriteStatus(w http.ResponseWriter, err error) {
 	var se apierrors.APIStatus
 	status := apierrors.NewInternalError(err).ErrStatus
 	if errors.As(err, &se) {

@@ -112,12 +112,12 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/exec/{token}", func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet && req.Method != http.MethodPost {
-			writeStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "exec"}, req.Method))
+			WriteStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "exec"}, req.Method))
 			return
 		}
 		er, ok := s.take(req.PathValue("token"))
 		if !ok {
-			writeStatus(w, apierrors.NewNotFound(schema.GroupResource{Resource: "exec"}, "token"))
+			WriteStatus(w, apierrors.NewNotFound(schema.GroupResource{Resource: "exec"}, "token"))
 			return
 		}
 		opts := Options{Stdin: er.GetStdin(), Stdout: er.GetStdout(), Stderr: er.GetStderr(), TTY: er.GetTty()}
