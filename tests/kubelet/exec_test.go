@@ -71,6 +71,8 @@ func TestExec(t *testing.T) {
 		{name: "container not started", args: []string{"exec", "unpulled", "--", "toolbox", "true"}, wantStatus: 1,
 			wantErr: `container not found ("main")`},
 		{name: "attach", args: []string{"attach", "box"}, wantStatus: 1, wantErr: "attach is not supported"},
+		{name: "cp", args: []string{"cp", "box:/etc/hosts", t.TempDir() + "/hosts"}, wantStatus: 127, wantOut: "cf: not found\n",
+			wantErr: "command terminated with exit code 127"},
 		{name: "port-forward", args: []string{"port-forward", "pod/box", ":80"}, stdin: "", wantStatus: 1, wantErr: "port-forward is not supported"},
 	} {
 		t.Run("kubectl "+tc.name, func(t *testing.T) {
@@ -133,7 +135,7 @@ func execAuthorization(t *testing.T, e *env) {
 	if _, err := rbac.Roles("default").Update(ctx, role, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.poll(10*time.Second, "alice may exec", func(context.Context) (bool, error) { return stream() == nil, nil })
+	e.poll(30*time.Second, "alice may exec", func(context.Context) (bool, error) { return stream() == nil, nil })
 }
 
 // remoteCommandProtocols execs with client-go's WebSocket and SPDY executors, so both
