@@ -234,9 +234,13 @@ func openSPDY(w http.ResponseWriter, req *http.Request, opts Options) (*session,
 		// Handshake answered 403 with the supported protocols.
 		return nil, fmt.Errorf("protocol handshake: %w", err)
 	}
-	streams := make(chan httpstream.Stream, 5)
-	conn := spdy.NewResponseUpgraderWithPings(0).UpgradeResponse(w, req, func(st httpstream.Stream, _ <-chan struct{}) error {
-		streams <- st
+	type newStream struct {
+		st        httpstream.Stream
+		replySent <-chan struct{}
+	}
+	streams := make(chan newStream, 5)
+	conn := spdy.NewResponseUpgraderWithPings(0).UpgradeResponse(w, req, func(st httpstream.Stream, replySent <-chan struct{}) error {
+		streams <- newStream{st, replySent}
 		return nil
 	})
 	if conn == nil {
@@ -252,9 +256,12 @@ func openSPDY(w http.ResponseWriter, req *http.Request, opts Options) (*session,
 	}
 	timeout := time.NewTimer(streamCreationTimeout)
 	defer timeout.Stop()
+	var replies []<-chan struct{}
 	for got := 0; got < want; {
 		select {
-		case st := <-streams:
+		case ns := <-streams:
+			st := ns.st
+			replies = append(replies, ns.replySent)
 			got++
 			switch st.Headers().Get(corev1.StreamType) {
 			case corev1.StreamTypeError:
@@ -281,6 +288,18 @@ func openSPDY(w http.ResponseWriter, req *http.Request, opts Options) (*session,
 	if s.errStream == nil {
 		_ = conn.Close()
 		return nil, errors.New("the client opened no error stream")
+	}
+	// The client's CreateStream waits for each reply; closing the connection (a command
+	// that ends at once) before a reply is sent would fail the client with "Stream reset".
+	for _, r := range replies {
+		select {
+		case <-r:
+		case <-timeout.C:
+			_ = conn.Close()
+			return nil, errors.New("timed out replying to the client's streams")
+		case <-conn.CloseChan():
+			return nil, errors.New("connection closed while replying to the client's streams")
+		}
 	}
 	return s, nil
 }
