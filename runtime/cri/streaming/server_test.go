@@ -22,15 +22,19 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// echoRuntime runs "cat" (stdin to stdout), "fail N" (writes to stderr, exits N) and
-// "broken" (cannot start).
-type echoRuntime struct{}
+// echoRuntime runs "cat" (stdin to stdout), "fail N" (writes to stderr, exits N),
+// "block" (until its context ends, then closes blocked) and "broken" (cannot start).
+type echoRuntime struct{ blocked chan struct{} }
 
-func (echoRuntime) Exec(_ context.Context, id string, cmd []string, _ bool, s Streams) error {
+func (r echoRuntime) Exec(ctx context.Context, id string, cmd []string, _ bool, s Streams) error {
 	switch cmd[0] {
 	case "cat":
 		_, err := io.Copy(s.Stdout, s.Stdin)
 		return err
+	case "block":
+		<-ctx.Done()
+		close(r.blocked)
+		return ctx.Err()
 	case "fail":
 		fmt.Fprintf(s.Stderr, "failing in %s\n", id)
 		var code int
@@ -46,7 +50,7 @@ func newTestServer(t *testing.T) (*Server, *httptest.Server) {
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.Handler().ServeHTTP(w, r) }))
 	t.Cleanup(hs.Close)
 	u, _ := url.Parse(hs.URL)
-	s = NewServer(echoRuntime{}, *u, slog.New(slog.DiscardHandler))
+	s = NewServer(echoRuntime{blocked: make(chan struct{})}, *u, slog.New(slog.DiscardHandler))
 	return s, hs
 }
 
@@ -152,5 +156,35 @@ func TestTokens(t *testing.T) {
 	r.Body.Close()
 	if r.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"kind":"Status"`) {
 		t.Errorf("unknown token: %d %s", r.StatusCode, b)
+	}
+}
+
+// TestClientGoneEndsCommand checks that a command stops when its client disconnects, over
+// both protocols.
+func TestClientGoneEndsCommand(t *testing.T) {
+	for _, proto := range []string{"websocket", "spdy"} {
+		s, _ := newTestServer(t)
+		resp, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"block"}, Stdout: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse(resp.Url)
+		var ex remotecommand.Executor
+		if proto == "websocket" {
+			ex, err = remotecommand.NewWebSocketExecutor(&rest.Config{Host: u.Host}, "GET", resp.Url)
+		} else {
+			ex, err = remotecommand.NewSPDYExecutor(&rest.Config{Host: u.Host}, "POST", u)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		_ = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: io.Discard})
+		cancel()
+		select {
+		case <-s.rt.(echoRuntime).blocked:
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s: the command still runs 10 s after its client left", proto)
+		}
 	}
 }
