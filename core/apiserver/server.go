@@ -3,12 +3,14 @@
 package apiserver
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -620,6 +622,17 @@ func (r *statusRecorder) Flush() {
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// Hijack passes connection upgrades through (exec, attach and port-forward proxy the
+// client's connection); the request is counted as 101 Switching Protocols.
+func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := r.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, fmt.Errorf("response writer %T cannot be hijacked", r.ResponseWriter)
+	}
+	r.code = http.StatusSwitchingProtocols
+	return h.Hijack()
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.

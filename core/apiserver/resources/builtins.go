@@ -40,7 +40,11 @@ var ungroupedKeys = map[string]bool{"": true, "apps": true, "coordination.k8s.io
 
 // Builtins returns every built-in resource, each with its storage prefix.
 func Builtins(cfg BuiltinConfig) []Definition {
-	core := WithKubeletConnection(Core(), cfg.Kubelet)
+	kc := cfg.Kubelet
+	if kc.Authorizer == nil {
+		kc.Authorizer = cfg.Authorizer
+	}
+	core := WithKubeletConnection(Core(), kc)
 	if cfg.TokenRequest != nil {
 		AddTokenRequest(core, *cfg.TokenRequest)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
+	"github.com/wasmplane/wasmplane/core/authz"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,9 +27,13 @@ type KubeletConnection struct {
 	TLS *tls.Config
 	// GetNode reads a Node; nil = pods/log cannot reach kubelets.
 	GetNode func(ctx context.Context, name string) (*corev1.Node, error)
+	// Authorizer checks the extra "create" a WebSocket (GET) exec, attach or port-forward
+	// needs; nil = the filters' "get" decision stands.
+	Authorizer authz.Authorizer
 }
 
-// WithKubeletConnection makes the pods definition's pods/log proxy to kubelets through kc.
+// WithKubeletConnection makes the pods definition's pods/log proxy to kubelets through kc,
+// and adds pods/exec, pods/attach and pods/portforward, which proxy upgraded connections.
 func WithKubeletConnection(defs []Definition, kc KubeletConnection) []Definition {
 	for i := range defs {
 		if defs[i].Resource.Name != "pods" || defs[i].Subresources == nil {
@@ -41,6 +46,10 @@ func WithKubeletConnection(defs []Definition, kc KubeletConnection) []Definition
 				if subs[j].Name == "log" {
 					subs[j].Handlers = map[string]endpoints.HandlerFunc{http.MethodGet: podLogHandler(s, kc)}
 				}
+			}
+			for _, name := range []string{"attach", "exec", "portforward"} {
+				h := podStreamHandler(s, kc, name)
+				subs = append(subs, endpoints.Subresource{Name: name, Handlers: map[string]endpoints.HandlerFunc{http.MethodGet: h, http.MethodPost: h}})
 			}
 			return subs
 		}
@@ -102,28 +111,9 @@ func podLogHandler(s *endpoints.Scope, kc KubeletConnection) endpoints.HandlerFu
 		}
 		pod := obj.(*corev1.Pod)
 		q := req.URL.Query()
-		container := q.Get("container")
-		if container == "" {
-			if len(pod.Spec.Containers) != 1 {
-				names := make([]string, 0, len(pod.Spec.Containers))
-				for _, c := range pod.Spec.Containers {
-					names = append(names, c.Name)
-				}
-				msg := fmt.Sprintf("a container name must be specified for pod %s, choose one of: [%s]", pod.Name, strings.Join(names, " "))
-				if len(pod.Spec.InitContainers) > 0 {
-					inits := make([]string, 0, len(pod.Spec.InitContainers))
-					for _, c := range pod.Spec.InitContainers {
-						inits = append(inits, c.Name)
-					}
-					msg += fmt.Sprintf(" or one of the init containers: [%s]", strings.Join(inits, " "))
-				}
-				fail(apierrors.NewBadRequest(msg))
-				return
-			}
-			container = pod.Spec.Containers[0].Name
-		}
-		if !podHasContainer(pod, container) {
-			fail(apierrors.NewBadRequest(fmt.Sprintf("container %s is not valid for pod %s", container, pod.Name)))
+		container, err := podContainer(pod, q.Get("container"))
+		if err != nil {
+			fail(err)
 			return
 		}
 		for _, k := range []string{"tailLines", "sinceSeconds", "limitBytes"} {
@@ -134,26 +124,11 @@ func podLogHandler(s *endpoints.Scope, kc KubeletConnection) endpoints.HandlerFu
 				}
 			}
 		}
-		if pod.Spec.NodeName == "" {
-			fail(apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", pod.Name)))
-			return
-		}
-		if kc.GetNode == nil {
-			fail(apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is waiting to start: ContainerCreating", container, pod.Name)))
-			return
-		}
-		node, err := kc.GetNode(ctx, pod.Spec.NodeName)
+		u, err := kubeletURL(ctx, kc, pod, container, "/containerLogs/"+url.PathEscape(pod.Namespace)+"/"+url.PathEscape(pod.Name)+"/"+url.PathEscape(container))
 		if err != nil {
 			fail(err)
 			return
 		}
-		port := node.Status.DaemonEndpoints.KubeletEndpoint.Port
-		if port == 0 {
-			fail(apierrors.NewBadRequest(fmt.Sprintf("node %s reports no kubelet port", node.Name)))
-			return
-		}
-		u := url.URL{Scheme: "https", Host: net.JoinHostPort(nodeAddress(node), strconv.Itoa(int(port))),
-			Path: "/containerLogs/" + url.PathEscape(pod.Namespace) + "/" + url.PathEscape(pod.Name) + "/" + url.PathEscape(container)}
 		fwd := url.Values{}
 		for _, k := range logQueryParams {
 			if v := q.Get(k); v != "" {
@@ -168,7 +143,7 @@ func podLogHandler(s *endpoints.Scope, kc KubeletConnection) endpoints.HandlerFu
 		}
 		resp, err := client.Do(kreq)
 		if err != nil {
-			fail(apierrors.NewInternalError(fmt.Errorf("reaching the kubelet on node %s: %w", node.Name, err)))
+			fail(apierrors.NewInternalError(fmt.Errorf("reaching the kubelet on node %s: %w", pod.Spec.NodeName, err)))
 			return
 		}
 		defer resp.Body.Close()
@@ -196,6 +171,52 @@ func podLogHandler(s *endpoints.Scope, kc KubeletConnection) endpoints.HandlerFu
 			}
 		}
 	}
+}
+
+// podContainer is the container a pods/log, exec or attach request names, defaulted and
+// checked as kube-apiserver does.
+func podContainer(pod *corev1.Pod, container string) (string, error) {
+	if container != "" {
+		if !podHasContainer(pod, container) {
+			return "", apierrors.NewBadRequest(fmt.Sprintf("container %s is not valid for pod %s", container, pod.Name))
+		}
+		return container, nil
+	}
+	if len(pod.Spec.Containers) == 1 {
+		return pod.Spec.Containers[0].Name, nil
+	}
+	names := make([]string, 0, len(pod.Spec.Containers))
+	for _, c := range pod.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	msg := fmt.Sprintf("a container name must be specified for pod %s, choose one of: [%s]", pod.Name, strings.Join(names, " "))
+	if len(pod.Spec.InitContainers) > 0 {
+		inits := make([]string, 0, len(pod.Spec.InitContainers))
+		for _, c := range pod.Spec.InitContainers {
+			inits = append(inits, c.Name)
+		}
+		msg += fmt.Sprintf(" or one of the init containers: [%s]", strings.Join(inits, " "))
+	}
+	return "", apierrors.NewBadRequest(msg)
+}
+
+// kubeletURL is the https URL of path on the kubelet of pod's node.
+func kubeletURL(ctx context.Context, kc KubeletConnection, pod *corev1.Pod, container, path string) (*url.URL, error) {
+	if pod.Spec.NodeName == "" {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", pod.Name))
+	}
+	if kc.GetNode == nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is waiting to start: ContainerCreating", container, pod.Name))
+	}
+	node, err := kc.GetNode(ctx, pod.Spec.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	port := node.Status.DaemonEndpoints.KubeletEndpoint.Port
+	if port == 0 {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("node %s reports no kubelet port", node.Name))
+	}
+	return &url.URL{Scheme: "https", Host: net.JoinHostPort(nodeAddress(node), strconv.Itoa(int(port))), Path: path}, nil
 }
 
 func podHasContainer(pod *corev1.Pod, name string) bool {

@@ -1,5 +1,6 @@
 // Package server is the kubelet's HTTPS endpoint: /containerLogs/{ns}/{pod}/{container}
-// (what the API server's pods/log proxies to), /healthz and /debug/pprof/.
+// (what the API server's pods/log proxies to), /exec, /attach and /portForward (what
+// pods/exec, pods/attach and pods/portforward proxy to), /healthz and /debug/pprof/.
 package server
 
 import (
@@ -55,7 +56,8 @@ type LogSource interface {
 	ContainerLogFile(ctx context.Context, namespace, pod, container string, previous bool) (path string, alive func() bool, err error)
 }
 
-// Handler serves the kubelet API.
+// Handler serves the kubelet API; when src is also a Streamer, /exec, /attach and
+// /portForward too.
 func Handler(src LogSource, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.Default()
@@ -69,6 +71,9 @@ func Handler(src LogSource, log *slog.Logger) http.Handler {
 		}
 		serveLogs(w, req, src, log)
 	})
+	if st, ok := src.(Streamer); ok {
+		registerStreams(mux, st, log)
+	}
 	// Profiles, as the kubelet's enableProfilingHandler serves them: they show where
 	// the node agent's CPU and memory go, and only the API server's client may read them.
 	profile := func(h http.HandlerFunc) http.HandlerFunc {

@@ -4,7 +4,7 @@
 // argv[1] (so `toolbox echo hi` works too):
 //
 //	echo [-n] WORDS…   print the words
-//	cat FILE…          print files
+//	cat [FILE…]        print files (stdin without any)
 //	write FILE TEXT    write TEXT to FILE
 //	ls [-A] [DIR]      list a directory
 //	pwd | env          print the working directory | the environment
@@ -280,6 +280,10 @@ func echo(args []string) error {
 }
 
 func cat(args []string) error {
+	if len(args) == 0 {
+		_, err := io.Copy(os.Stdout, os.Stdin)
+		return err
+	}
 	for _, p := range args {
 		b, err := os.ReadFile(p)
 		if err != nil {

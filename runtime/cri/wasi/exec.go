@@ -3,7 +3,10 @@ package wasi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/wasmplane/wasmplane/runtime/cri/streaming"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -170,4 +173,39 @@ func (s *Server) StreamPodSandboxStats(req *runtimeapi.StreamPodSandboxStatsRequ
 	return sendChunks(resp.Stats, "pod sandbox stats", func(chunk []*runtimeapi.PodSandboxStats) error {
 		return stream.Send(&runtimeapi.StreamPodSandboxStatsResponse{PodSandboxStats: chunk})
 	})
+}
+
+// execRunner runs the commands of the streaming server's exec URLs.
+type execRunner struct{ s *Server }
+
+// Exec implements streaming.Runtime: like ExecSync, cmd runs as a new instance of the
+// container's module, here with the client's streams; the container must still run.
+func (r execRunner) Exec(ctx context.Context, containerID string, cmd []string, _ bool, st streaming.Streams) error {
+	s := r.s
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("runtime is shutting down")
+	}
+	_, c, err := lookupID(s.containers, containerID)
+	if err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("container %q: %w", containerID, err)
+	}
+	if c.proc == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("container %q is not running", containerID)
+	}
+	rec := c.rec
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	code, err := s.runExec(ctx, rec, guestSpec{argv: cmd, stdin: st.Stdin, stdout: st.Stdout, stderr: st.Stderr}, 0)
+	switch {
+	case err != nil:
+		return fmt.Errorf("exec in container %q: %w", containerID, err)
+	case code != 0:
+		return &streaming.ExitError{Code: int(code)}
+	}
+	return nil
 }

@@ -118,6 +118,7 @@ func (e *oomError) Error() string {
 type guestSpec struct {
 	rec    *containerRecord
 	argv   []string
+	stdin  io.Reader // nil: reads see EOF
 	stdout io.Writer
 	stderr io.Writer
 	mem    *memoryLimiter
@@ -268,6 +269,9 @@ func (s *Server) instantiate(ctx context.Context, g guestSpec) (api.Module, erro
 		}).
 		WithRandSource(rand.Reader).
 		WithStartFunctions() // _start is called by the runner, after we hold the module
+	if g.stdin != nil {
+		mc = mc.WithStdin(g.stdin)
+	}
 	hasPWD := false
 	for _, kv := range g.rec.Envs {
 		mc = mc.WithEnv(kv[0], kv[1])
@@ -456,6 +460,15 @@ func (b *cappedBuffer) Bytes() []byte {
 // execSync runs cmd as a new instance of the container's module with the container's
 // filesystem, environment and memory limit, and returns its output and exit code.
 func (s *Server) execSync(ctx context.Context, rec containerRecord, cmd []string, timeout time.Duration) (stdout, stderr []byte, code int32, err error) {
+	out := &cappedBuffer{max: 16 << 20}
+	errb := &cappedBuffer{max: 16 << 20}
+	code, err = s.runExec(ctx, rec, guestSpec{argv: cmd, stdout: out, stderr: errb}, timeout)
+	return out.Bytes(), errb.Bytes(), code, err
+}
+
+// runExec runs g (argv and streams set) as a new instance of rec's module, with the
+// container's filesystem, environment and memory limit, and returns its exit code.
+func (s *Server) runExec(ctx context.Context, rec containerRecord, g guestSpec, timeout time.Duration) (code int32, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Stop the exec when the runtime closes, too.
@@ -466,27 +479,30 @@ func (s *Server) execSync(ctx context.Context, rec containerRecord, cmd []string
 		t := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
 		defer t.Stop()
 	}
-	out := &cappedBuffer{max: 16 << 20}
-	errb := &cappedBuffer{max: 16 << 20}
-	mem := newMemoryLimiter(rec.MemoryLimit)
-	mod, err := s.instantiate(ctx, guestSpec{rec: &rec, argv: cmd, stdout: out, stderr: errb, mem: mem})
+	if g.stdout == nil {
+		g.stdout = io.Discard
+	}
+	if g.stderr == nil {
+		g.stderr = io.Discard
+	}
+	g.rec, g.mem = &rec, newMemoryLimiter(rec.MemoryLimit)
+	mod, err := s.instantiate(ctx, g)
 	if err != nil {
-		mem.release()
-		return nil, nil, 0, err
+		g.mem.release()
+		return 0, err
 	}
 	defer func() {
 		_ = mod.Close(context.Background())
-		mem.release()
+		g.mem.release()
 	}()
 	_, cerr := mod.ExportedFunction("_start").Call(ctx)
 	if timedOut.Load() {
-		return out.Bytes(), errb.Bytes(), 0, errExecTimeout
+		return 0, errExecTimeout
 	}
 	if ctx.Err() != nil && cerr != nil {
-		return out.Bytes(), errb.Bytes(), 0, fmt.Errorf("exec cancelled: %w", ctx.Err())
+		return 0, fmt.Errorf("exec cancelled: %w", ctx.Err())
 	}
-	res := classify(cerr, false, mem)
-	return out.Bytes(), errb.Bytes(), res.code, nil
+	return classify(cerr, false, g.mem).code, nil
 }
 
 var errExecTimeout = errors.New("command timed out")

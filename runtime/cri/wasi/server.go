@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/wasmplane/wasmplane/plugins/wasm"
 	"github.com/wasmplane/wasmplane/runtime/cri/images"
+	"github.com/wasmplane/wasmplane/runtime/cri/streaming"
 )
 
 // Runtime identity reported by Version.
@@ -83,6 +85,9 @@ type Server struct {
 	subs                            map[int]chan *runtimeapi.ContainerEventResponse
 	nextSub                         int
 	closed                          bool
+
+	// streams serves the URLs Exec returns, on loopback.
+	streams *streaming.Server
 
 	closeOnce sync.Once
 	closeErr  error
@@ -190,7 +195,19 @@ func serve(ctx context.Context, cfg Config, cacheDir string) (*Server, error) {
 	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageSize), grpc.MaxSendMsgSize(maxMessageSize))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
 	runtimeapi.RegisterImageServiceServer(s.grpc, s)
-	s.wg.Add(1)
+	sln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = lis.Close()
+		return fail(fmt.Errorf("wasi: streaming listener: %w", err))
+	}
+	s.streams = streaming.NewServer(execRunner{s}, url.URL{Scheme: "http", Host: sln.Addr().String()}, s.log)
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		if err := s.streams.Serve(sctx, sln); err != nil {
+			s.log.Error("streaming server stopped", "err", err)
+		}
+	}()
 	go func() {
 		defer s.wg.Done()
 		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -276,9 +293,25 @@ func (s *Server) RuntimeConfig(context.Context, *runtimeapi.RuntimeConfigRequest
 	}}, nil
 }
 
-// Exec is not supported: a WASI guest has no process to join.
-func (s *Server) Exec(context.Context, *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "wasmplane-wasi: streaming exec is not supported by WASI containers; use ExecSync (crictl exec -s), which runs the command as a new instance of the container's module")
+// Exec returns a single-use URL on the runtime's loopback streaming server where the
+// command runs, like ExecSync, as a new instance of the container's module, with the
+// client's stdin, stdout and stderr.
+func (s *Server) Exec(_ context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
+	if req.GetTty() {
+		return nil, status.Error(codes.InvalidArgument, "wasmplane-wasi: WASI containers have no terminal; exec without a tty (kubectl exec -i, without -t)")
+	}
+	s.mu.Lock()
+	_, c, err := lookupID(s.containers, req.GetContainerId())
+	if err == nil && c.proc == nil {
+		err = status.Errorf(codes.FailedPrecondition, "container %q is not running", c.rec.ID)
+	} else if err != nil {
+		err = grpcErr("container", req.GetContainerId(), err)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return s.streams.GetExec(req)
 }
 
 // Attach is not supported: guests have no terminal and stdin is not connected.

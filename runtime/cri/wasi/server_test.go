@@ -40,9 +40,19 @@ func TestVersionAndStatus(t *testing.T) {
 	if !ready[runtimeapi.RuntimeReady] || !ready[runtimeapi.NetworkReady] {
 		t.Errorf("conditions = %v, want RuntimeReady and NetworkReady true", st.Status.Conditions)
 	}
-	_, err = e.rt.Exec(ctxT(t), &runtimeapi.ExecRequest{ContainerId: "x", Cmd: []string{"sh"}})
-	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "ExecSync") {
-		t.Errorf("Exec error = %v, want Unimplemented pointing at ExecSync", err)
+	// Streaming exec itself is tested end to end in tests/kubelet (TestExec).
+	for _, tc := range []struct {
+		req  *runtimeapi.ExecRequest
+		code codes.Code
+		msg  string
+	}{
+		{&runtimeapi.ExecRequest{ContainerId: "x", Cmd: []string{"sh"}, Stdout: true}, codes.NotFound, ""},
+		{&runtimeapi.ExecRequest{ContainerId: "x", Cmd: []string{"sh"}, Stdout: true, Tty: true}, codes.InvalidArgument, "no terminal"},
+	} {
+		_, err = e.rt.Exec(ctxT(t), tc.req)
+		if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("Exec(%v) error = %v, want %v %q", tc.req, err, tc.code, tc.msg)
+		}
 	}
 }
 
