@@ -142,6 +142,9 @@ var byHand = []struct{ part, reason string }{
 	{"should prevent a pod from starting if", "waits for the kubelet's events (by hand)"},
 	{"should run through the lifecycle of Pods and PodStatus", "waits for the pod to run (by hand)"},
 	{"RuntimeClass should schedule a Pod", "waits for the pod to be scheduled onto a node (by hand)"},
+	// Found by the run against the real control plane without a node.
+	{"EndpointsController should create Endpoints for Pods matching a Service", "needs running pods with IPs (failed on kube-apiserver without a node)"},
+	{"OrderedNamespaceDeletion namespace deletion should delete pod first", "waits for a pod to run (failed on kube-apiserver without a node)"},
 }
 
 type entry struct {

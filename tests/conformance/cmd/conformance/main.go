@@ -44,6 +44,8 @@ func main() {
 	out := flag.String("out", "", "results directory: SIDE/ holds each side's logs and JUnit reports, SIDE.tsv its per-spec results")
 	procs := flag.Int("procs", 4, "e2e.test processes run side by side")
 	timeout := flag.Duration("timeout", 45*time.Minute, "bound on each side's run")
+	reportOnly := flag.Bool("report", false, "run nothing: read the JUnit reports an earlier run left in -out again, and compare")
+	resume := flag.Bool("resume", false, "run only the specs an earlier run into -out left without a pass or a failure (cut off by -timeout, or skipped), and merge the results")
 	requirePass := flag.Bool("require-pass", false, "exit 1 unless every spec run passed on every side run (for CI)")
 	flag.Parse()
 	log.SetFlags(0)
@@ -77,17 +79,54 @@ func main() {
 		}
 	}
 	kubectl := filepath.Join(*peersDir, "kubectl")
+	if *reportOnly {
+		for _, side := range sides {
+			reports, _ := filepath.Glob(filepath.Join(*out, side, "*", "junit_*.xml"))
+			resumed, _ := filepath.Glob(filepath.Join(*out, side+"-resumed", "*", "junit_*.xml"))
+			// A resumed run's results are the newer ones.
+			res, err := collectReports(append(resumed, reports...), specs)
+			if err != nil {
+				log.Fatal(err)
+			}
+			if err := writeResults(filepath.Join(*out, side+".tsv"), specs, res); err != nil {
+				log.Fatal(err)
+			}
+		}
+		report(os.Stdout, specs, *out)
+		return
+	}
 	failed := false
 	// The real control plane first: if it cannot start, nothing about wasmplane is
 	// learned by waiting for its run.
 	for i := len(sides) - 1; i >= 0; i-- {
 		side := sides[i]
-		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-		start := time.Now()
-		res, err := runSide(ctx, side, specs, runOpts{e2e: *e2e, peersDir: *peersDir, wasmplane: *wasmplaneBin, kubectl: kubectl, out: *out, procs: *procs})
-		cancel()
-		if err != nil {
-			log.Fatalf("%s: %v", side, err)
+		run, prev := specs, map[string]result{}
+		dir := filepath.Join(*out, side)
+		if *resume {
+			if prev, err = readResults(filepath.Join(*out, side+".tsv")); err != nil {
+				log.Fatalf("-resume: %v", err)
+			}
+			run = nil
+			for _, s := range specs {
+				if st := prev[s].status; st != "passed" && st != "failed" {
+					run = append(run, s)
+				}
+			}
+			dir += "-resumed"
+		}
+		res := prev
+		if len(run) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+			start := time.Now()
+			got, err := runSide(ctx, side, run, dir, runOpts{e2e: *e2e, peersDir: *peersDir, wasmplane: *wasmplaneBin, kubectl: kubectl, procs: *procs})
+			cancel()
+			if err != nil {
+				log.Fatalf("%s: %v", side, err)
+			}
+			for s, r := range got {
+				res[s] = r
+			}
+			log.Printf("%s: %d of %d specs run passed in %s", side, count(run, got, "passed"), len(run), time.Since(start).Round(time.Second))
 		}
 		if err := writeResults(filepath.Join(*out, side+".tsv"), specs, res); err != nil {
 			log.Fatal(err)
@@ -96,7 +135,7 @@ func main() {
 		if n+count(specs, res, "failed")+count(specs, res, "skipped") == 0 {
 			log.Printf("%s: NO SPEC RAN: the suite's set-up failed; see %s/*/e2e.log", side, filepath.Join(*out, side))
 		}
-		log.Printf("%s: %d of %d specs passed in %s", side, n, len(specs), time.Since(start).Round(time.Second))
+		log.Printf("%s: %d of %d specs passed", side, n, len(specs))
 		if n != len(specs) {
 			failed = true
 		}
@@ -149,8 +188,8 @@ func cut(specs []string, slice string) ([]string, error) {
 }
 
 type runOpts struct {
-	e2e, peersDir, wasmplane, kubectl, out string
-	procs                                  int
+	e2e, peersDir, wasmplane, kubectl string
+	procs                             int
 }
 
 // result is one spec's outcome on one side.
@@ -160,8 +199,7 @@ type result struct {
 }
 
 // runSide starts one control plane, runs the specs against it and stops it.
-func runSide(ctx context.Context, side string, specs []string, o runOpts) (map[string]result, error) {
-	dir := filepath.Join(o.out, side)
+func runSide(ctx context.Context, side string, specs []string, dir string, o runOpts) (map[string]result, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
@@ -192,13 +230,18 @@ func runSide(ctx context.Context, side string, specs []string, o runOpts) (map[s
 			parallel = append(parallel, s)
 		}
 	}
+	// The few [Serial] specs first and alone: run last, a time bound would cut them off.
+	var errs []error
+	if len(serial) > 0 {
+		errs = append(errs, runE2E(ctx, o, cp.Kubeconfig, filepath.Join(dir, "serial"), serial))
+	}
 	procs := max(1, min(o.procs, len(parallel)))
 	parts := make([][]string, procs)
 	for i, s := range parallel {
 		parts[i%procs] = append(parts[i%procs], s)
 	}
 	var wg sync.WaitGroup
-	errs := make([]error, procs)
+	perr := make([]error, procs)
 	for i, part := range parts {
 		if len(part) == 0 {
 			continue
@@ -206,13 +249,11 @@ func runSide(ctx context.Context, side string, specs []string, o runOpts) (map[s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = runE2E(ctx, o, cp.Kubeconfig, filepath.Join(dir, fmt.Sprintf("part%d", i+1)), part)
+			perr[i] = runE2E(ctx, o, cp.Kubeconfig, filepath.Join(dir, fmt.Sprintf("part%d", i+1)), part)
 		}()
 	}
 	wg.Wait()
-	if len(serial) > 0 {
-		errs = append(errs, runE2E(ctx, o, cp.Kubeconfig, filepath.Join(dir, "serial"), serial))
-	}
+	errs = append(errs, perr...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -232,7 +273,14 @@ func runE2E(ctx context.Context, o runOpts, kubeconfig, dir string, specs []stri
 	// ginkgo matches the focus against "<suite description> <spec text>", so a leading
 	// space and the end of the text make a name match only itself.
 	focus := ` (?:` + strings.Join(quoted, "|") + `)$`
+	// ginkgo's own bound comes first, with time left to clean up and write the report of
+	// the specs that finished; the context's kill is the last resort.
 	deadline, _ := ctx.Deadline()
+	suiteTimeout := time.Until(deadline) - 2*time.Minute
+	if suiteTimeout < time.Minute {
+		log.Printf("%s: less than 3 minutes left; %d specs not run (-resume runs them)", dir, len(specs))
+		return nil
+	}
 	args := []string{
 		"--kubeconfig", kubeconfig,
 		"--provider", "skeleton",
@@ -242,7 +290,7 @@ func runE2E(ctx context.Context, o runOpts, kubeconfig, dir string, specs []stri
 		"--report-dir", dir,
 		"--kubectl-path", o.kubectl,
 		"--ginkgo.focus", focus,
-		"--ginkgo.timeout", time.Until(deadline).Round(time.Second).String(),
+		"--ginkgo.timeout", suiteTimeout.Round(time.Second).String(),
 		"--ginkgo.no-color",
 	}
 	logf, err := os.Create(filepath.Join(dir, "e2e.log"))
@@ -251,6 +299,8 @@ func runE2E(ctx context.Context, o runOpts, kubeconfig, dir string, specs []stri
 	}
 	defer logf.Close()
 	cmd := exec.CommandContext(ctx, o.e2e, args...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = time.Minute
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// e2e.test reads test data relative to its working directory.
 	cmd.Dir = dir
@@ -288,6 +338,10 @@ type junitSuites struct {
 // collect reads every JUnit report under dir and finds each spec's case by name.
 func collect(dir string, specs []string) (map[string]result, error) {
 	reports, _ := filepath.Glob(filepath.Join(dir, "*", "junit_*.xml"))
+	return collectReports(reports, specs)
+}
+
+func collectReports(reports []string, specs []string) (map[string]result, error) {
 	byName := map[string]result{}
 	var names []string
 	for _, path := range reports {
@@ -313,8 +367,15 @@ func collect(dir string, specs []string) (map[string]result, error) {
 				default:
 					r.status = "failed"
 				}
-				byName[c.Name] = r
-				names = append(names, c.Name)
+				// Every part's report lists the whole suite, the other parts' specs as
+				// skipped: a result counts over a skip.
+				prev, seen := byName[c.Name]
+				if !seen {
+					names = append(names, c.Name)
+				}
+				if !seen || prev.status == "skipped" {
+					byName[c.Name] = r
+				}
 			}
 		}
 	}
