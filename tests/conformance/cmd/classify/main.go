@@ -145,6 +145,12 @@ var byHand = []struct{ part, reason string }{
 	// Found by the run against the real control plane without a node.
 	{"EndpointsController should create Endpoints for Pods matching a Service", "needs running pods with IPs (failed on kube-apiserver without a node)"},
 	{"OrderedNamespaceDeletion namespace deletion should delete pod first", "waits for a pod to run (failed on kube-apiserver without a node)"},
+	{"DisruptionController should block an eviction until the PDB is updated", "waits for pods to be ready (failed on kube-apiserver without a node)"},
+	{"DisruptionController should observe PodDisruptionBudget status updated", "waits for pods to be ready (failed on kube-apiserver without a node)"},
+	{"DisruptionController should update/patch PodDisruptionBudget status", "waits for pods to be ready (failed on kube-apiserver without a node)"},
+	{"ReplicaSet Replicaset should have a working scale subresource", "waits for pods to run (failed on kube-apiserver without a node)"},
+	{"EndpointSlice should create Endpoints and EndpointSlices for Pods matching a Service", "needs running pods with IPs (failed on kube-apiserver without a node)"},
+	{"VolumeAttachment Conformance", "takes a node from the node list (panicked on kube-apiserver without a node)"},
 }
 
 type entry struct {
