@@ -30,20 +30,10 @@ const evictionViolation = "Cannot evict pod as it would violate the pod's disrup
 // AddEviction gives the pods resource in defs its eviction subresource: a delete that
 // honours the PodDisruptionBudget covering the pod. stores reaches the budgets' storage.
 func AddEviction(defs []Definition, stores func(schema.GroupResource) *registry.Store) {
-	for i := range defs {
-		if defs[i].Resource.Name != "pods" || defs[i].Resource.GroupVersion.Group != "" {
-			continue
-		}
-		prev := defs[i].Subresources
-		defs[i].Subresources = func(s *endpoints.Scope) []endpoints.Subresource {
-			var subs []endpoints.Subresource
-			if prev != nil {
-				subs = prev(s)
-			}
-			return append(subs, endpoints.Subresource{Name: "eviction", Kind: policyv1.SchemeGroupVersion.WithKind("Eviction"),
-				Handlers: map[string]endpoints.HandlerFunc{http.MethodPost: evictionHandler(s, stores)}})
-		}
-	}
+	appendSubresource(defs, corev1.Resource("pods"), func(s *endpoints.Scope) endpoints.Subresource {
+		return endpoints.Subresource{Name: "eviction", Kind: policyv1.SchemeGroupVersion.WithKind("Eviction"),
+			Handlers: map[string]endpoints.HandlerFunc{http.MethodPost: evictionHandler(s, stores)}}
+	})
 }
 
 func evictionHandler(s *endpoints.Scope, stores func(schema.GroupResource) *registry.Store) endpoints.HandlerFunc {

@@ -43,8 +43,17 @@ const (
 
 // AddTokenRequest gives the serviceaccounts resource in defs its token subresource.
 func AddTokenRequest(defs []Definition, cfg TokenRequestConfig) {
+	appendSubresource(defs, corev1.Resource("serviceaccounts"), func(s *endpoints.Scope) endpoints.Subresource {
+		return endpoints.Subresource{Name: "token", Kind: authenticationv1.SchemeGroupVersion.WithKind("TokenRequest"),
+			Handlers: map[string]endpoints.HandlerFunc{http.MethodPost: tokenRequestHandler(s, cfg)}}
+	})
+}
+
+// appendSubresource adds the subresource sub builds to the resource gr of defs, after
+// the ones it already has.
+func appendSubresource(defs []Definition, gr schema.GroupResource, sub func(s *endpoints.Scope) endpoints.Subresource) {
 	for i := range defs {
-		if defs[i].Resource.Name != "serviceaccounts" {
+		if defs[i].Resource.Name != gr.Resource || defs[i].Resource.GroupVersion.Group != gr.Group {
 			continue
 		}
 		prev := defs[i].Subresources
@@ -53,8 +62,7 @@ func AddTokenRequest(defs []Definition, cfg TokenRequestConfig) {
 			if prev != nil {
 				subs = prev(s)
 			}
-			return append(subs, endpoints.Subresource{Name: "token", Kind: authenticationv1.SchemeGroupVersion.WithKind("TokenRequest"),
-				Handlers: map[string]endpoints.HandlerFunc{http.MethodPost: tokenRequestHandler(s, cfg)}})
+			return append(subs, sub(s))
 		}
 	}
 }
