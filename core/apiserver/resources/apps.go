@@ -49,11 +49,11 @@ func Apps() []Definition {
 					return apimachineryvalidation.ValidateImmutableField(obj.(*appsv1.Deployment).Spec.Selector, old.(*appsv1.Deployment).Spec.Selector, field.NewPath("spec", "selector"))
 				},
 			},
-			StatusStrategy: statusOnly(),
+			StatusStrategy: workloadStatusOnly(),
 			ResetFields:    apply.StatusResetFields(map[string][]fieldpath.Path{apply.Status: {fieldpath.MakePathOrDie("metadata", "labels")}}),
 			Printer:        deploymentPrinter(),
 		}, Subresources: func(s *endpoints.Scope) []endpoints.Subresource {
-			return []endpoints.Subresource{endpoints.StatusSubresource(s, statusOnly()), scaleSubresource(s, deploymentScale{})}
+			return []endpoints.Subresource{endpoints.StatusSubresource(s, workloadStatusOnly()), scaleSubresource(s, deploymentScale{})}
 		}},
 		{Resource: &registry.Resource{
 			AllowUnconditionalUpdate: true, GroupVersion: gv, Name: "replicasets", SingularName: "replicaset", Kind: "ReplicaSet", ListKind: "ReplicaSetList",
@@ -79,10 +79,10 @@ func Apps() []Definition {
 					return apimachineryvalidation.ValidateImmutableField(obj.(*appsv1.ReplicaSet).Spec.Selector, old.(*appsv1.ReplicaSet).Spec.Selector, field.NewPath("spec", "selector"))
 				},
 			},
-			StatusStrategy: statusOnly(),
+			StatusStrategy: workloadStatusOnly(),
 			Printer:        replicaSetPrinter(),
 		}, Subresources: func(s *endpoints.Scope) []endpoints.Subresource {
-			return []endpoints.Subresource{endpoints.StatusSubresource(s, statusOnly()), scaleSubresource(s, replicaSetScale{})}
+			return []endpoints.Subresource{endpoints.StatusSubresource(s, workloadStatusOnly()), scaleSubresource(s, replicaSetScale{})}
 		}},
 	}
 }

@@ -157,17 +157,37 @@ func simple(gv schema.GroupVersion, name, singular, kind string, short []string,
 	}}
 }
 
-// statusOnly is the strategy of a status subresource: only the status may change;
-// everything else, metadata included, is kept from the stored object.
-func statusOnly() registry.Strategy {
+// statusOnly is the strategy of a status subresource, as Kubernetes' status strategies
+// are: the spec (every field but metadata and status) is kept from the stored object; the
+// status and the metadata a client may set (labels, annotations, finalizers, owner
+// references) come from the write. The server's own metadata is kept by the store.
+func statusOnly() registry.Strategy { return statusStrategy(nil) }
+
+// workloadStatusOnly is statusOnly for the apps workloads, whose status writes may not
+// change labels either (they select the workload's pods).
+func workloadStatusOnly() registry.Strategy {
+	return statusStrategy(func(obj, old metav1.Object) { obj.SetLabels(old.GetLabels()) })
+}
+
+// podStatusOnly is statusOnly for pods, whose status writes may not change owner
+// references (old kubelets corrupted them, breaking garbage collection).
+func podStatusOnly() registry.Strategy {
+	return statusStrategy(func(obj, old metav1.Object) { obj.SetOwnerReferences(old.GetOwnerReferences()) })
+}
+
+func statusStrategy(keepMeta func(obj, old metav1.Object)) registry.Strategy {
 	return &strategy{prepareUpdate: func(obj, old runtime.Object) {
-		nv := reflect.ValueOf(obj).Elem()
-		status := nv.FieldByName("Status").Interface()
-		// managedFields record the status write itself.
-		managed := obj.(metav1.Object).GetManagedFields()
-		nv.Set(reflect.ValueOf(old.DeepCopyObject()).Elem())
-		nv.FieldByName("Status").Set(reflect.ValueOf(status))
-		obj.(metav1.Object).SetManagedFields(managed)
+		nv, ov := reflect.ValueOf(obj).Elem(), reflect.ValueOf(old.DeepCopyObject()).Elem()
+		for i := 0; i < nv.NumField(); i++ {
+			switch nv.Type().Field(i).Name {
+			case "TypeMeta", "ObjectMeta", "Status":
+				continue
+			}
+			nv.Field(i).Set(ov.Field(i))
+		}
+		if keepMeta != nil {
+			keepMeta(obj.(metav1.Object), old.(metav1.Object))
+		}
 	}}
 }
 

@@ -42,7 +42,7 @@ func podResource() *registry.Resource {
 			},
 			validateOnUpdate: true,
 		},
-		StatusStrategy: statusOnly(),
+		StatusStrategy: podStatusOnly(),
 		ResetFields: apply.StatusResetFields(map[string][]fieldpath.Path{apply.Status: {
 			fieldpath.MakePathOrDie("metadata", "deletionTimestamp"), fieldpath.MakePathOrDie("metadata", "ownerReferences")}}),
 		GetAttrs: func(obj runtime.Object) (labels.Set, fields.Set, error) {
@@ -93,7 +93,7 @@ func podGracePeriod(obj runtime.Object, opts *metav1.DeleteOptions) int64 {
 
 func podSubresources(s *endpoints.Scope) []endpoints.Subresource {
 	return []endpoints.Subresource{
-		endpoints.StatusSubresource(s, statusOnly()),
+		endpoints.StatusSubresource(s, podStatusOnly()),
 		{Name: "binding", Kind: corev1.SchemeGroupVersion.WithKind("Binding"), Handlers: map[string]endpoints.HandlerFunc{http.MethodPost: bindHandler(s)}},
 		{Name: "log", Handlers: map[string]endpoints.HandlerFunc{http.MethodGet: logHandler(s)}},
 		{Name: "trace", Handlers: map[string]endpoints.HandlerFunc{http.MethodGet: traceHandler(s), http.MethodPost: traceReportHandler(s)}},
