@@ -229,14 +229,15 @@ func (csrStatusStrategy) Default(runtime.Object) {}
 // PrepareForCreate is not used: subresources only update.
 func (csrStatusStrategy) PrepareForCreate(context.Context, runtime.Object) {}
 
-// PrepareForUpdate keeps spec and metadata and the Approved/Denied conditions of old.
+// PrepareForUpdate keeps the spec and the Approved/Denied conditions of old; the
+// metadata, the certificate and the other conditions are the write's.
 func (csrStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	c, o := obj.(*certificatesv1.CertificateSigningRequest), old.(*certificatesv1.CertificateSigningRequest)
-	status, managed := c.Status, c.ManagedFields
+	status, meta := c.Status, c.ObjectMeta
 	*c = *o.DeepCopy()
-	c.ManagedFields = managed
+	c.ObjectMeta = meta
 	c.Status.Certificate = status.Certificate
-	c.Status.Conditions = mergeConditions(o.Status.Conditions, status.Conditions, false)
+	c.Status.Conditions = statusConditions(o.Status.Conditions, status.Conditions)
 }
 
 // Validate is not used on create.
@@ -293,13 +294,15 @@ func (csrApprovalStrategy) Default(runtime.Object) {}
 // PrepareForCreate is not used: subresources only update.
 func (csrApprovalStrategy) PrepareForCreate(context.Context, runtime.Object) {}
 
-// PrepareForUpdate keeps everything of old but the Approved and Denied conditions.
+// PrepareForUpdate keeps the spec and the status of old but its conditions, which are the
+// write's, as its metadata is (Kubernetes' approval strategy; ValidateUpdate keeps a
+// decision from being taken back).
 func (csrApprovalStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	c, o := obj.(*certificatesv1.CertificateSigningRequest), old.(*certificatesv1.CertificateSigningRequest)
-	conds, managed := c.Status.Conditions, c.ManagedFields
+	conds, meta := c.Status.Conditions, c.ObjectMeta
 	*c = *o.DeepCopy()
-	c.ManagedFields = managed
-	c.Status.Conditions = mergeConditions(o.Status.Conditions, conds, true)
+	c.ObjectMeta = meta
+	c.Status.Conditions = stampConditions(o.Status.Conditions, conds)
 }
 
 // Validate is not used on create.
@@ -318,33 +321,49 @@ func (csrApprovalStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Ob
 	return errs
 }
 
-// mergeConditions takes the decision conditions (Approved, Denied) from next when
-// decisions is true and from old otherwise, and the other conditions the other way round,
-// so that each subresource writes only its own conditions. Missing times are set now.
-func mergeConditions(old, next []certificatesv1.CertificateSigningRequestCondition, decisions bool) []certificatesv1.CertificateSigningRequestCondition {
+// statusConditions are the conditions of a /status write: the decisions (Approved,
+// Denied) of old, which only /approval writes, and the other conditions of next.
+func statusConditions(old, next []certificatesv1.CertificateSigningRequestCondition) []certificatesv1.CertificateSigningRequestCondition {
 	isDecision := func(t certificatesv1.RequestConditionType) bool {
 		return t == certificatesv1.CertificateApproved || t == certificatesv1.CertificateDenied
 	}
-	var out []certificatesv1.CertificateSigningRequestCondition
+	var out, taken []certificatesv1.CertificateSigningRequestCondition
 	for _, c := range old {
-		if isDecision(c.Type) != decisions {
+		if isDecision(c.Type) {
 			out = append(out, c)
 		}
 	}
-	now := metav1.Now()
 	for _, c := range next {
-		if isDecision(c.Type) == decisions {
-			if c.Status == "" {
-				c.Status = corev1.ConditionTrue
-			}
-			if c.LastUpdateTime.IsZero() {
-				c.LastUpdateTime = now
-			}
-			if c.LastTransitionTime.IsZero() {
-				c.LastTransitionTime = now
-			}
-			out = append(out, c)
+		if !isDecision(c.Type) {
+			taken = append(taken, c)
 		}
+	}
+	return append(out, stampConditions(old, taken)...)
+}
+
+// stampConditions defaults the conditions of a write as Kubernetes does: status True,
+// the update time now, the transition time that of the same condition in old (same type
+// and status) or now.
+func stampConditions(old, next []certificatesv1.CertificateSigningRequestCondition) []certificatesv1.CertificateSigningRequestCondition {
+	now := metav1.Now()
+	out := make([]certificatesv1.CertificateSigningRequestCondition, 0, len(next))
+	for _, c := range next {
+		if c.Status == "" {
+			c.Status = corev1.ConditionTrue
+		}
+		if c.LastUpdateTime.IsZero() {
+			c.LastUpdateTime = now
+		}
+		if c.LastTransitionTime.IsZero() {
+			c.LastTransitionTime = now
+			for _, o := range old {
+				if o.Type == c.Type && o.Status == c.Status && !o.LastTransitionTime.IsZero() {
+					c.LastTransitionTime = o.LastTransitionTime
+					break
+				}
+			}
+		}
+		out = append(out, c)
 	}
 	return out
 }
