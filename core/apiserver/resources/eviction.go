@@ -104,10 +104,10 @@ func (e *evictor) evict(ctx context.Context, ns, name string, opts *metav1.Delet
 		return e.delete(ctx, pod, opts, false)
 	}
 	pdb, err := e.budgetOf(ctx, pod)
-	if err != nil || pdb == nil {
-		if err != nil {
-			return err
-		}
+	if err != nil {
+		return err
+	}
+	if pdb == nil {
 		return e.delete(ctx, pod, opts, false)
 	}
 	// An unready pod adds nothing to the budget's healthy count; the budget's policy says
