@@ -71,3 +71,39 @@ func TestCascadingDeletion(t *testing.T) {
 		})
 	}
 }
+
+// TestForegroundDeletionCircle deletes one of three objects that own each other in a circle
+// (a blocking reference each), in the foreground: all three must go, as in Kubernetes.
+func TestForegroundDeletionCircle(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	cms := e.client.CoreV1().ConfigMaps(e.ns)
+	var made []*corev1.ConfigMap
+	for _, name := range []string{"c1", "c2", "c3"} {
+		cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		must(t, err)
+		made = append(made, cm)
+	}
+	// c1 is owned by c3, c2 by c1, c3 by c2.
+	for i, cm := range made {
+		owner := made[(i+2)%3]
+		cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID,
+			Controller: new(true), BlockOwnerDeletion: new(true)}}
+		_, err := cms.Update(ctx, cm, metav1.UpdateOptions{})
+		must(t, err)
+	}
+	fg := metav1.DeletePropagationForeground
+	must(t, cms.Delete(ctx, "c1", metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: metav1.NewUIDPreconditions(string(made[0].UID))}))
+	poll(t, 60*time.Second, "all three gone", func(ctx context.Context) (bool, error) {
+		l, err := cms.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cm := range l.Items {
+			if cm.Name == "c1" || cm.Name == "c2" || cm.Name == "c3" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}

@@ -437,6 +437,15 @@ func (c *Collector) checkOwners(ctx context.Context, n *node, m *metav1.PartialO
 	policy := metav1.DeletePropagationBackground
 	if waiting > 0 {
 		policy = metav1.DeletePropagationForeground
+		// A dependent of ours already waits for its own dependents: we may close a
+		// circle of foreground deletions (a waits for b waits for c waits for a), which
+		// would never finish. Kubernetes' collector breaks it the same way: this object
+		// stops blocking its owners, so they can go, and the circle unwinds from there.
+		if c.dependentWaiting(m.UID) {
+			if err := c.unblockOwners(ctx, n); err != nil {
+				return err
+			}
+		}
 	}
 	uid := m.UID
 	err := c.md.Resource(n.gvr).Namespace(n.namespace).Delete(ctx, n.name, metav1.DeleteOptions{
@@ -446,6 +455,43 @@ func (c *Collector) checkOwners(ctx context.Context, n *node, m *metav1.PartialO
 	}
 	c.log.Debug("deleted dependent", "resource", n.gvr.Resource, "namespace", n.namespace, "name", n.name, "policy", policy)
 	return nil
+}
+
+// dependentWaiting reports whether some dependent of uid is itself being deleted in the
+// foreground, waiting for its own dependents.
+func (c *Collector) dependentWaiting(uid types.UID) bool {
+	for _, d := range c.dependentsOf(uid) {
+		if _, dm := c.cached(d); dm != nil && dm.DeletionTimestamp != nil &&
+			slices.Contains(dm.Finalizers, metav1.FinalizerDeleteDependents) {
+			return true
+		}
+	}
+	return false
+}
+
+// unblockOwners clears blockOwnerDeletion on every owner reference of the object, with an
+// optimistic concurrency check as removeOwnerRefs has.
+func (c *Collector) unblockOwners(ctx context.Context, n *node) error {
+	live, err := c.md.Resource(n.gvr).Namespace(n.namespace).Get(ctx, n.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s %s: %w", n.gvr.Resource, n.name, err)
+	}
+	refs := slices.Clone(live.OwnerReferences)
+	changed := false
+	for i := range refs {
+		if refs[i].BlockOwnerDeletion != nil && *refs[i].BlockOwnerDeletion {
+			refs[i].BlockOwnerDeletion = new(false)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	c.log.Debug("unblocking owners to break a circle of foreground deletions", "resource", n.gvr.Resource, "namespace", n.namespace, "name", n.name)
+	return c.patchMeta(ctx, n, map[string]any{"ownerReferences": refs, "resourceVersion": live.ResourceVersion, "uid": live.UID})
 }
 
 // removeOwnerRefs drops the references to owners from the object, with an optimistic
