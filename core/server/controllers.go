@@ -16,6 +16,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/disruption"
 	"github.com/wasmplane/wasmplane/core/controller/endpoint"
 	"github.com/wasmplane/wasmplane/core/controller/endpointslice"
+	"github.com/wasmplane/wasmplane/core/controller/endpointslicemirroring"
 	"github.com/wasmplane/wasmplane/core/controller/garbagecollector"
 	"github.com/wasmplane/wasmplane/core/controller/job"
 	"github.com/wasmplane/wasmplane/core/controller/namespace"
@@ -181,6 +182,10 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	if err != nil {
 		return fail(err)
 	}
+	esmc, err := endpointslicemirroring.New(client, factory, log)
+	if err != nil {
+		return fail(err)
+	}
 	pdbc, err := disruption.New(client, factory, log)
 	if err != nil {
 		return fail(err)
@@ -232,6 +237,7 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	wg.Go(func() { rqc.Run(ctx, 2) })
 	wg.Go(func() { epc.Run(ctx, 5) })
 	wg.Go(func() { esc.Run(ctx, 5) })
+	wg.Go(func() { esmc.Run(ctx, 5) })
 	wg.Go(func() { pdbc.Run(ctx, 2) })
 	wg.Go(func() { vapc.Run(ctx, 1) })
 	if rootCAPublisher != nil {
