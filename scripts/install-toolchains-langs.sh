@@ -35,3 +35,16 @@ if [ ! -x sdk/assemblyscript/node_modules/.bin/asc ]; then
   echo "install-toolchains-langs: npm ci in sdk/assemblyscript"
   (cd sdk/assemblyscript && npm ci --no-audit --no-fund --silent)
 fi
+
+# OPA, whose compiler builds the Rego plugins (examples/plugins/rego, `wasmplane plugin
+# build` of a .rego project). Built from the Go module proxy, outside this module (its
+# dependencies are not ours): about 4 CPU-minutes once.
+opa_version=v1.22.4
+have_opa=$(command -v opa >/dev/null && opa version 2>/dev/null | sed -n 's/^Version: //p' || true)
+if [ "$have_opa" != "${opa_version#v}" ]; then
+  echo "install-toolchains-langs: building opa $opa_version"
+  gobin=$(mktemp -d)
+  GOBIN=$gobin go install "github.com/open-policy-agent/opa@$opa_version"
+  $sudo install -m 0755 "$gobin/opa" /usr/local/bin/opa
+  rm -rf "$gobin"
+fi

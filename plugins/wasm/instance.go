@@ -55,6 +55,9 @@ type instance struct {
 	ctx      context.Context
 	// fired is why a checkpoint ended the last call, or nil.
 	fired error
+
+	// opa is set for a Rego policy (opa.go): its calls go through OPA's ABI.
+	opa *opaInstance
 }
 
 // newInstance instantiates, starts, version-checks and configures one instance.
@@ -91,6 +94,18 @@ func (s *instanceSet) newInstance(ctx context.Context) (_ *instance, err error) 
 		return nil, in.classify(ctx, err)
 	}
 	in.mod = mod
+	if e.opa {
+		in.hook = "opa_init"
+		err := in.initOPA(ctx)
+		in.disarm()
+		if err != nil {
+			return nil, err
+		}
+		in.hooks = map[string]api.Function{abi.HookValidate: mod.ExportedFunction("opa_eval")}
+		in.lastMem = in.mem.size()
+		p.r.metrics.instanceAdded(p, in.lastMem)
+		return in, nil
+	}
 	var res []uint64
 	if e.hasInit {
 		in.hook = abi.ExportInitialize
@@ -175,6 +190,13 @@ func (in *instance) call(ctx context.Context, deadline time.Time, hook string, r
 	in.hook, in.logs, in.dropped = hook, 0, 0
 	in.arm(ctx, deadline)
 	defer in.disarm()
+	if in.opa != nil {
+		err := in.callOPA(ctx, hook, req, decode)
+		if err == nil {
+			in.memoryChanged()
+		}
+		return err
+	}
 	if uint32(len(req)) > in.inCap {
 		if in.inPtr != 0 && in.free != nil {
 			in.stack[0], in.stack[1] = uint64(in.inPtr), uint64(in.inCap)
@@ -222,11 +244,16 @@ func (in *instance) call(ctx context.Context, deadline time.Time, hook string, r
 		}
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadOutput, Err: err}
 	}
+	in.memoryChanged()
+	return nil
+}
+
+// memoryChanged reports a change of the instance's memory to the metrics.
+func (in *instance) memoryChanged() {
 	if m := in.mem.size(); m != in.lastMem {
-		p.r.metrics.memoryChanged(p, m-in.lastMem)
+		in.set.p.r.metrics.memoryChanged(in.set.p, m-in.lastMem)
 		in.lastMem = m
 	}
-	return nil
 }
 
 // classify turns an error from running guest code into a typed error.

@@ -38,9 +38,11 @@ type moduleEntry struct {
 	minPages uint32
 	// instrumented says the module carries the fuel checks (instrument.go).
 	instrumented bool
-	refs         int // guarded by r.mu
-	ready        chan struct{}
-	err          error
+	// opa says the module is a Rego policy built by OPA (opa.go).
+	opa   bool
+	refs  int // guarded by r.mu
+	ready chan struct{}
+	err   error
 }
 
 // Digest returns the module's sha256.
@@ -139,6 +141,13 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, digest string) (*Mod
 }
 
 func (e *moduleEntry) compile(ctx context.Context, wasm []byte) error {
+	if isOPA(wasm) {
+		ow, err := ownMemory(wasm)
+		if err != nil {
+			return &Error{Plugin: e.digest[:12], Kind: ErrInvalidModule, Err: fmt.Errorf("OPA module: %w", err)}
+		}
+		wasm, e.opa = ow, true
+	}
 	if e.r.cfg.termination == termCheckpoint {
 		iw, err := instrument(wasm)
 		if err != nil {
@@ -150,7 +159,11 @@ func (e *moduleEntry) compile(ctx context.Context, wasm []byte) error {
 	if err != nil {
 		return &Error{Plugin: e.digest[:12], Kind: ErrInvalidModule, Err: fmt.Errorf("compile: %w", err)}
 	}
-	if err := e.check(cm); err != nil {
+	check := e.check
+	if e.opa {
+		check = e.checkOPA
+	}
+	if err := check(cm); err != nil {
 		_ = cm.Close(ctx)
 		var werr *Error
 		if errors.As(err, &werr) {

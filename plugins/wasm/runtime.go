@@ -145,6 +145,10 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		_ = r.rt.Close(ctx)
 		return nil, fmt.Errorf("wasm: instantiate host module: %w", err)
 	}
+	if err := r.instantiateOPAHost(ctx); err != nil {
+		_ = r.rt.Close(ctx)
+		return nil, err
+	}
 	return r, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/plugins/wasm/wasmtest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +25,9 @@ import (
 var kubectlBin string
 
 func TestMain(m *testing.M) {
-	os.Exit(testserver.RunWithBinary(m, "github.com/wasmplane/wasmplane/tests/kubectl/cmd/kubectl", &kubectlBin))
+	code := testserver.RunWithBinary(m, "github.com/wasmplane/wasmplane/tests/kubectl/cmd/kubectl", &kubectlBin)
+	wasmtest.RemoveTemp() // the Rego policy's build
+	os.Exit(code)
 }
 
 // kubectl is a kubectl bound to one server and namespace, with its own HOME so that its

@@ -230,7 +230,9 @@ func slicePorts(ports []corev1.EndpointPort) []discoveryv1.EndpointPort {
 	for _, p := range ports {
 		out = append(out, discoveryv1.EndpointPort{Name: new(p.Name), Port: new(p.Port), Protocol: new(p.Protocol), AppProtocol: p.AppProtocol})
 	}
-	sort.Slice(out, func(i, j int) bool { return *out[i].Name < *out[j].Name || (*out[i].Name == *out[j].Name && *out[i].Port < *out[j].Port) })
+	sort.Slice(out, func(i, j int) bool {
+		return *out[i].Name < *out[j].Name || (*out[i].Name == *out[j].Name && *out[i].Port < *out[j].Port)
+	})
 	return out
 }
 

@@ -29,6 +29,9 @@ type Step struct {
 	Env []string
 	// Args is the command line; Args[0] is the program.
 	Args []string
+	// Out, when set, is the module file to take out of the bundle the step writes (OPA
+	// writes a bundle holding /policy.wasm rather than a module).
+	Out string
 }
 
 // String renders the step as a shell line, for --verbose output and errors.
@@ -171,6 +174,26 @@ func Plan(opts BuildOptions, work string) (Lang, []Step, error) {
 			return "", nil, err
 		}
 		return lang, []Step{{Dir: dir, Args: toolchain.WATArgs(out, src)}}, nil
+	case Rego:
+		srcs, err := sourcesIn(dir, ".rego")
+		if err != nil {
+			return "", nil, err
+		}
+		var policies []string
+		for _, s := range srcs {
+			if !strings.HasSuffix(s, "_test.rego") {
+				policies = append(policies, s)
+			}
+		}
+		if len(policies) == 0 {
+			return "", nil, fmt.Errorf("no policy *.rego file in %s", dir)
+		}
+		ep, err := regoEntrypoint(dir, policies)
+		if err != nil {
+			return "", nil, err
+		}
+		// OPA writes a bundle; Build takes policy.wasm out of it.
+		return lang, []Step{{Dir: dir, Args: toolchain.RegoArgs(filepath.Join(work, regoBundle), ep, policies...), Out: out}}, nil
 	}
 	return "", nil, fmt.Errorf("unknown language %q", lang)
 }
@@ -207,6 +230,12 @@ func Build(ctx context.Context, opts BuildOptions) (*Result, error) {
 		cmd.Stdout, cmd.Stderr = &log, &log
 		if err := cmd.Run(); err != nil {
 			return nil, fmt.Errorf("%s: %w\n%s", s, err, log.String())
+		}
+		if s.Out != "" {
+			if err := toolchain.Unbundle(out, s.Out); err != nil {
+				return nil, err
+			}
+			out = s.Out
 		}
 	}
 	return Describe(lang, out)
@@ -250,4 +279,36 @@ func asSDKImport(path string) (prefix, repo string) {
 		return prefix, ""
 	}
 	return prefix, r
+}
+
+// regoBundle is the file OPA writes in the build's scratch directory.
+const regoBundle = "bundle.tar.gz"
+
+var (
+	regoPackage = regexp.MustCompile(`(?m)^package\s+([A-Za-z0-9_.]+)`)
+	regoRule    = regexp.MustCompile(`(?m)^(violation|deny|allow)\b`)
+)
+
+// regoEntrypoint names the rule a Rego project's plugin evaluates: violation (as
+// Gatekeeper's templates name it), else deny (as OPA's Kubernetes examples do), else allow,
+// in the package of the first policy file that has one.
+func regoEntrypoint(dir string, files []string) (string, error) {
+	for _, want := range []string{"violation", "deny", "allow"} {
+		for _, f := range files {
+			b, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil {
+				return "", err
+			}
+			pkg := regoPackage.FindSubmatch(b)
+			if pkg == nil {
+				continue
+			}
+			for _, m := range regoRule.FindAllSubmatch(b, -1) {
+				if string(m[1]) == want {
+					return strings.ReplaceAll(string(pkg[1]), ".", "/") + "/" + want, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("no violation, deny or allow rule in %s: the plugin evaluates one of them", strings.Join(files, ", "))
 }

@@ -42,10 +42,12 @@ func Detect(dir string) (Lang, error) {
 		return C, nil
 	case exts[".wat"]:
 		return WAT, nil
+	case exts[".rego"]:
+		return Rego, nil
 	case exts[".go"]:
 		return Go, nil
 	}
-	return "", fmt.Errorf("cannot tell the language of %s: no go.mod, Cargo.toml, *.ts, *.c, *.wat or *.go file", dir)
+	return "", fmt.Errorf("cannot tell the language of %s: no go.mod, Cargo.toml, *.ts, *.c, *.wat, *.rego or *.go file", dir)
 }
 
 // FindRepo returns the root of a wasmplane checkout (the directory whose go.mod declares

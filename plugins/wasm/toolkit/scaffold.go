@@ -102,6 +102,9 @@ func Init(opts InitOptions) ([]string, error) {
 	if !validName.MatchString(name) {
 		return nil, fmt.Errorf("project name %q (the directory's name) must be lowercase letters, digits and dashes", name)
 	}
+	if lang == Rego && hook != "validate" {
+		return nil, fmt.Errorf("a Rego plugin implements the validate hook only (OPA policies decide; they do not patch or score)")
+	}
 	if lang == WAT {
 		if _, ok := watAnswer(hook); !ok {
 			return nil, fmt.Errorf("the WAT skeleton answers a fixed document and cannot do %s (one answer per node); see examples/plugins/wat or pick another language", hook)
@@ -207,6 +210,11 @@ func Init(opts InitOptions) ([]string, error) {
 		}
 		if err := vendor("rust/Cargo.toml"); err != nil {
 			return nil, fmt.Errorf("copying the Rust SDK: %w", err)
+		}
+	case Rego:
+		data["Package"], data["OPAVersion"] = strings.ReplaceAll(name, "-", "_"), toolchain.OPAVersion
+		if err := render("rego/policy.rego.tmpl", name+".rego"); err != nil {
+			return nil, err
 		}
 	case WAT:
 		ans, _ := watAnswer(hook)

@@ -23,10 +23,13 @@ const (
 	AssemblyScript Lang = "assemblyscript"
 	Rust           Lang = "rust"
 	WAT            Lang = "wat"
+	// Rego policies are compiled by OPA to its own WebAssembly ABI, which the host
+	// speaks for validate hooks (plugins/wasm/opa.go).
+	Rego Lang = "rego"
 )
 
 // Langs lists every supported language, in the order help texts show them.
-func Langs() []Lang { return []Lang{Go, C, AssemblyScript, Rust, WAT} }
+func Langs() []Lang { return []Lang{Go, C, AssemblyScript, Rust, WAT, Rego} }
 
 // ParseLang accepts a language name or a common alias ("as", "golang", "rs").
 func ParseLang(s string) (Lang, error) {
@@ -41,6 +44,8 @@ func ParseLang(s string) (Lang, error) {
 		return Rust, nil
 	case "wat", "wasm-text":
 		return WAT, nil
+	case "rego", "opa":
+		return Rego, nil
 	}
 	return "", fmt.Errorf("unknown language %q (want one of %s)", s, joinLangs())
 }

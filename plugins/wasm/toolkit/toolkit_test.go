@@ -455,13 +455,13 @@ func TestInitEveryTemplate(t *testing.T) {
 	v := VendorDir + "/sdk/"
 	need := map[Lang][]string{Go: {"go.mod", "main.go", VendorDir + "/go.mod", v + "go/validate/validate.go", v + "go/internal/guest/guest.go"},
 		C: {"p.c", "wasmplane.h", "wasmplane.c"}, AssemblyScript: {"p.ts", "package.json", v + "assemblyscript/assembly/index.ts"},
-		Rust: {"Cargo.toml", "src/lib.rs", v + "rust/Cargo.toml", v + "rust/src/lib.rs"}, WAT: {"p.wat"}}
+		Rust: {"Cargo.toml", "src/lib.rs", v + "rust/Cargo.toml", v + "rust/src/lib.rs"}, WAT: {"p.wat"}, Rego: {"p.rego"}}
 	for _, lang := range Langs() {
 		for _, hook := range PluginHooks() {
 			t.Run(string(lang)+"/"+hook, func(t *testing.T) {
 				dir := filepath.Join(t.TempDir(), "p")
 				_, err := Init(InitOptions{Dir: dir, Lang: lang, Hook: hook})
-				if lang == WAT && (hook == "filter" || hook == "score") {
+				if lang == WAT && (hook == "filter" || hook == "score") || lang == Rego && hook != "validate" {
 					if err == nil {
 						t.Fatal("want an error")
 					}
@@ -508,5 +508,12 @@ func TestPinnedVersions(t *testing.T) {
 	asc, err := ascVersion(sdk.Files())
 	if err != nil || asc != toolchain.ASCVersion {
 		t.Errorf("the SDK pins asc %q (%v); toolchain.ASCVersion is %q", asc, err, toolchain.ASCVersion)
+	}
+	script, err := os.ReadFile(filepath.Join("..", "..", "..", "scripts", "install-toolchains-langs.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(script), "\nopa_version="+toolchain.OPAVersion+"\n") {
+		t.Errorf("scripts/install-toolchains-langs.sh does not install OPA %s (toolchain.OPAVersion)", toolchain.OPAVersion)
 	}
 }

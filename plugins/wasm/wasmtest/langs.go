@@ -156,3 +156,43 @@ func LinkASCompiler(tb testing.TB, root, dir string) {
 		tb.Fatal(err)
 	}
 }
+
+// Rego compiles examples/plugins/rego/<example>/<example>.rego with OPA into the module of
+// its violation rule, as `wasmplane plugin build` does.
+func Rego(tb testing.TB, example string) []byte {
+	tb.Helper()
+	src, err := os.ReadFile(filepath.Join(ModuleRoot(tb), "examples/plugins/rego", example, example+".rego"))
+	if err != nil {
+		tb.Fatalf("wasmtest: %v", err)
+	}
+	return RegoSource(tb, string(src), "")
+}
+
+// RegoSource compiles a Rego policy with OPA; entrypoint defaults to the package's
+// violation rule.
+func RegoSource(tb testing.TB, src, entrypoint string) []byte {
+	tb.Helper()
+	opa := RequireTool(tb, "opa")
+	if entrypoint == "" {
+		pkg := ""
+		for _, line := range strings.Split(src, "\n") {
+			if rest, ok := strings.CutPrefix(line, "package "); ok {
+				pkg = strings.TrimSpace(rest)
+				break
+			}
+		}
+		entrypoint = strings.ReplaceAll(pkg, ".", "/") + "/violation"
+	}
+	return buildExample(tb, "rego:"+entrypoint+":"+src, func(out, work string) error {
+		policy := filepath.Join(work, "policy.rego")
+		if err := os.WriteFile(policy, []byte(src), 0o644); err != nil {
+			return err
+		}
+		bundle := filepath.Join(work, "bundle.tar.gz")
+		args := toolchain.RegoArgs(bundle, entrypoint, policy)
+		if err := runTool(work, opa, args[1:]...); err != nil {
+			return err
+		}
+		return toolchain.Unbundle(bundle, out)
+	})
+}

@@ -54,10 +54,16 @@ var (
 // Main runs the tests of a package and removes the shared temporary directory.
 func Main(m *testing.M) {
 	code := m.Run()
+	RemoveTemp()
+	os.Exit(code)
+}
+
+// RemoveTemp removes the shared temporary directory, for a TestMain that runs its tests
+// otherwise than through Main.
+func RemoveTemp() {
 	if tmpDir != "" {
 		_ = os.RemoveAll(tmpDir)
 	}
-	os.Exit(code)
 }
 
 // TempDir returns a directory shared by all tests of the binary (build outputs and the

@@ -24,11 +24,12 @@ const (
 	LangAssemblyScript Language = "assemblyscript"
 	LangRust           Language = "rust"
 	LangWAT            Language = "wat"
+	LangRego           Language = "rego"
 )
 
 // Languages lists the languages Doctor reports on, in its order.
 func Languages() []Language {
-	return []Language{LangGo, LangC, LangAssemblyScript, LangRust, LangWAT}
+	return []Language{LangGo, LangC, LangAssemblyScript, LangRust, LangWAT, LangRego}
 }
 
 // GoMin is the oldest Go that builds the Go SDK: the go directive of the wasmplane module,
@@ -38,6 +39,10 @@ const GoMin = "1.26"
 // ASCVersion is the AssemblyScript compiler sdk/assemblyscript/package.json pins (the
 // toolkit's tests check that they agree).
 const ASCVersion = "0.28.20"
+
+// OPAVersion is the OPA whose compiler builds Rego plugins in this repository's tests
+// and scripts; other OPA releases that emit WebAssembly ABI 1.2 or later work too.
+const OPAVersion = "v1.22.4"
 
 // Hint is how to install a language's toolchain on Debian or Ubuntu (the package names
 // scripts/install-toolchains-langs.sh installs), or with rustup or npm.
@@ -92,6 +97,8 @@ func install(l Language, missing []string) []string {
 		return append(out, "npm install   (in the plugin project: its package.json pins assemblyscript "+ASCVersion+")")
 	case LangWAT:
 		return []string{"sudo apt-get install wabt"}
+	case LangRego:
+		return []string{"go install github.com/open-policy-agent/opa@" + OPAVersion + " (or OPA's release binary, as opa on PATH)"}
 	}
 	return nil
 }
@@ -226,6 +233,12 @@ func (e Env) Doctor(ctx context.Context) []Status {
 			e.checkAS(ctx, &st)
 		case LangRust:
 			e.checkRust(ctx, &st)
+		case LangRego:
+			if p, err := e.LookPath("opa"); err != nil {
+				st.Missing = append(st.Missing, "opa")
+			} else {
+				st.Tool = p
+			}
 		case LangWAT:
 			if p, err := e.LookPath("wat2wasm"); err != nil {
 				st.Missing = append(st.Missing, "wat2wasm")

@@ -6,8 +6,15 @@
 package toolchain
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
 	"path/filepath"
+	"strings"
 )
 
 // GoEnv is the environment of a standard-Go plugin build: a wasip1 module without cgo.
@@ -60,4 +67,44 @@ func WATArgs(out, src string) []string { return []string{"wat2wasm", src, "-o", 
 // searched as Env.FindRust does in this process's environment.
 func Rust() (rustc, target string, err error) {
 	return DefaultEnv().FindRust(context.Background())
+}
+
+// RegoArgs compiles a Rego policy with OPA into a bundle holding /policy.wasm, with one
+// entrypoint (package path with slashes, then the rule).
+func RegoArgs(bundle, entrypoint string, sources ...string) []string {
+	return append([]string{"opa", "build", "-t", "wasm", "-e", entrypoint, "-o", bundle}, sources...)
+}
+
+// Unbundle writes the /policy.wasm of an OPA bundle (a gzipped tar) to out.
+func Unbundle(bundle, out string) error {
+	f, err := os.Open(bundle)
+	if err != nil {
+		return fmt.Errorf("opening OPA's bundle: %w", err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("reading OPA's bundle: %w", err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return errors.New("OPA's bundle holds no /policy.wasm")
+		}
+		if err != nil {
+			return fmt.Errorf("reading OPA's bundle: %w", err)
+		}
+		if strings.TrimPrefix(h.Name, "/") != "policy.wasm" {
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(tr, 256<<20))
+		if err != nil {
+			return fmt.Errorf("reading policy.wasm from OPA's bundle: %w", err)
+		}
+		if err := os.WriteFile(out, b, 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", out, err)
+		}
+		return nil
+	}
 }

@@ -1,0 +1,674 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmplane/wasmplane/sdk/go/abi"
+)
+
+// Rego policies arrive as the WebAssembly modules `opa build -t wasm` makes, which speak
+// OPA's own ABI rather than wasmplane's: they import their memory and a handful of
+// functions from a module "env", and are evaluated through opa_eval. The host recognises
+// such a module when it is compiled and gives it the same pool, limits, checkpoints,
+// metrics and hot swap as any plugin; only the instance's set-up and its call differ
+// (opaInstance). A Rego plugin implements the validate hook.
+//
+// Why the memory is rewritten rather than imported: every instance needs its own memory,
+// bounded by the plugin's limit and committed as touched (limitedMemory). wazero gives a
+// module an allocator for the memories it defines, and resolves imports by module name
+// across the runtime. Rewriting the one memory import into a memory the module defines
+// (and exports, as wasmplane's ABI wants) keeps one code path for memory; the functions
+// stay imports, from a host module "env" every instance shares, which finds the calling
+// instance by its module name as wasmplane.log does.
+
+// opaHostModule is where OPA's modules import their memory and host functions from.
+const opaHostModule = "env"
+
+// opaImports are the host functions an OPA module may import, by name: the builtin
+// dispatchers (by arity), abort and println.
+var opaImports = map[string]int{"opa_builtin0": 0, "opa_builtin1": 1, "opa_builtin2": 2, "opa_builtin3": 3, "opa_builtin4": 4,
+	"opa_abort": -1, "opa_println": -1}
+
+// opaExports are the functions the host calls.
+var opaExports = []string{"opa_eval", "opa_malloc", "opa_heap_ptr_get", "opa_heap_ptr_set", "opa_json_dump",
+	"opa_json_parse", "builtins", "entrypoints"}
+
+// isOPA reports whether wasm imports its memory from env, as OPA's compiler emits it.
+func isOPA(wasm []byte) bool {
+	found := false
+	_ = eachImport(wasm, func(mod, name string, kind byte) {
+		if mod == opaHostModule && name == "memory" && kind == 0x02 {
+			found = true
+		}
+	})
+	return found
+}
+
+// eachImport calls f for every import of the module.
+func eachImport(wasm []byte, f func(mod, name string, kind byte)) error {
+	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) {
+		return errors.New("not a WebAssembly binary module")
+	}
+	r := &wreader{b: wasm, off: 8}
+	for !r.eof() {
+		id := r.byte()
+		payload := r.bytes(int(r.u32()))
+		if r.err != nil || id != secImport {
+			continue
+		}
+		ir := &wreader{b: payload}
+		n := ir.u32()
+		for i := uint32(0); i < n && ir.err == nil; i++ {
+			mod, name := ir.name(), ir.name()
+			kind := ir.byte()
+			if !ir.importDesc(kind) {
+				return fmt.Errorf("import %d: unknown kind %#x", i, kind)
+			}
+			f(mod, name, kind)
+		}
+		return ir.err
+	}
+	return r.err
+}
+
+// ownMemory rewrites an OPA module so that it defines and exports the memory it imported
+// from env: the import is dropped (memory indices do not move: it was the only memory),
+// a memory section with the same limits is added and the memory exported as "memory".
+func ownMemory(wasm []byte) ([]byte, error) {
+	const secMemory = 5
+	r := &wreader{b: wasm, off: 8}
+	out := append(make([]byte, 0, len(wasm)+32), wasm[:8]...)
+	emit := func(id byte, payload []byte) {
+		out = append(out, id)
+		out = binary.AppendUvarint(out, uint64(len(payload)))
+		out = append(out, payload...)
+	}
+	var limits []byte
+	memoryDone, exported := false, false
+	addMemory := func() {
+		if !memoryDone {
+			emit(secMemory, append([]byte{1}, limits...))
+			memoryDone = true
+		}
+	}
+	for !r.eof() {
+		id := r.byte()
+		payload := r.bytes(int(r.u32()))
+		if r.err != nil {
+			return nil, fmt.Errorf("section %d: %w", id, r.err)
+		}
+		if limits != nil && id != secCustom && order(id) > order(secMemory) {
+			addMemory()
+		}
+		switch id {
+		case secImport:
+			p, l, err := dropMemoryImport(payload)
+			if err != nil {
+				return nil, fmt.Errorf("import section: %w", err)
+			}
+			payload, limits = p, l
+		case secMemory:
+			return nil, errors.New("the module both imports and defines a memory")
+		case secExport:
+			// OPA re-exports the memory it imports; a module that does not gets an export.
+			if checkExportFree(payload, abi.ExportMemory) == nil {
+				payload = appendCount(payload, 1, append(appendName(nil, abi.ExportMemory), 0x02, 0x00))
+			}
+			exported = true
+		}
+		emit(id, payload)
+	}
+	if limits == nil {
+		return nil, errors.New("the module does not import env.memory")
+	}
+	addMemory()
+	if !exported {
+		emit(secExport, append(binary.AppendUvarint(nil, 1), append(appendName(nil, abi.ExportMemory), 0x02, 0x00)...))
+	}
+	return out, nil
+}
+
+// dropMemoryImport returns the import section without env.memory, and that memory's
+// limits as encoded.
+func dropMemoryImport(p []byte) ([]byte, []byte, error) {
+	r := &wreader{b: p}
+	n := r.u32()
+	var kept [][]byte
+	var limits []byte
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		start := r.off
+		mod, name := r.name(), r.name()
+		kind := r.byte()
+		desc := r.off
+		if !r.importDesc(kind) {
+			return nil, nil, fmt.Errorf("import %d: unknown kind %#x", i, kind)
+		}
+		if kind == 0x02 && mod == opaHostModule && name == "memory" {
+			limits = slices.Clone(r.b[desc:r.off])
+			continue
+		}
+		kept = append(kept, r.b[start:r.off])
+	}
+	if r.err != nil {
+		return nil, nil, r.err
+	}
+	out := binary.AppendUvarint(nil, uint64(len(kept)))
+	for _, k := range kept {
+		out = append(out, k...)
+	}
+	return out, limits, nil
+}
+
+// importDesc skips the descriptor of an import of the given kind; false for a kind the
+// binary format does not have.
+func (r *wreader) importDesc(kind byte) bool {
+	switch kind {
+	case 0x00: // func
+		r.u32()
+	case 0x01: // table
+		r.reftype()
+		r.limits()
+	case 0x02: // memory
+		r.limits()
+	case 0x03: // global
+		r.valtype()
+		r.byte()
+	case 0x04: // tag
+		r.byte()
+		r.u32()
+	default:
+		return false
+	}
+	return true
+}
+
+func appendName(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// checkOPA checks the shape of a (rewritten) OPA module.
+func (e *moduleEntry) checkOPA(cm wazero.CompiledModule) error {
+	for _, d := range cm.ImportedFunctions() {
+		mod, name, _ := d.Import()
+		switch {
+		case mod == opaHostModule:
+			if _, ok := opaImports[name]; !ok {
+				return fmt.Errorf("imports %s.%s, which is no function of OPA's ABI", mod, name)
+			}
+		case mod == abi.HostModule && e.instrumented && name == checkpointImport:
+		default:
+			return fmt.Errorf("imports %s.%s: an OPA policy imports from %s only", mod, name, opaHostModule)
+		}
+	}
+	fns := cm.ExportedFunctions()
+	for _, name := range opaExports {
+		if _, ok := fns[name]; !ok {
+			return &Error{Plugin: e.digest[:12], Kind: ErrABIVersion, Err: fmt.Errorf("abi: OPA module does not export %s (built by `opa build -t wasm` with OPA ≥ 0.30?)", name)}
+		}
+	}
+	if m, ok := cm.ExportedMemories()[abi.ExportMemory]; ok {
+		e.minPages = m.Min()
+	}
+	e.opa = true
+	e.hooks = map[string]bool{abi.HookValidate: true}
+	return nil
+}
+
+// instantiateOPAHost adds the env module OPA policies import their functions from.
+func (r *Runtime) instantiateOPAHost(ctx context.Context) error {
+	b := r.rt.NewHostModuleBuilder(opaHostModule)
+	for name, arity := range opaImports {
+		fb := b.NewFunctionBuilder()
+		switch {
+		case name == "opa_abort":
+			fb = fb.WithGoModuleFunction(api.GoModuleFunc(r.opaAbort), []api.ValueType{i32}, nil)
+		case name == "opa_println":
+			fb = fb.WithGoModuleFunction(api.GoModuleFunc(r.opaPrintln), []api.ValueType{i32}, nil)
+		default:
+			params := make([]api.ValueType, 2+arity)
+			for i := range params {
+				params[i] = i32
+			}
+			fb = fb.WithGoModuleFunction(api.GoModuleFunc(r.opaBuiltin), params, []api.ValueType{i32})
+		}
+		b = fb.Export(name)
+	}
+	if _, err := b.Instantiate(ctx); err != nil {
+		return fmt.Errorf("wasm: instantiate the OPA host module: %w", err)
+	}
+	return nil
+}
+
+func (r *Runtime) instanceOf(mod api.Module) *instance {
+	v, ok := r.instances.Load(mod.Name())
+	if !ok {
+		return nil
+	}
+	return v.(*instance)
+}
+
+// cString reads the NUL-terminated string at addr, at most max bytes.
+func cString(mem api.Memory, addr uint32, max int) (string, bool) {
+	size := mem.Size()
+	if addr >= size {
+		return "", false
+	}
+	b, ok := mem.Read(addr, min(size-addr, uint32(max)))
+	if !ok {
+		return "", false
+	}
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return string(b[:i]), true
+	}
+	return "", false
+}
+
+// opaAbort ends the evaluation: the policy hit a runtime error (a conflict between
+// complete rules' values, for example). The panic unwinds the guest as a trap.
+func (r *Runtime) opaAbort(_ context.Context, mod api.Module, stack []uint64) {
+	msg, _ := cString(mod.Memory(), api.DecodeU32(stack[0]), maxLogMessage)
+	if in := r.instanceOf(mod); in != nil && in.opa != nil {
+		in.opa.aborted = msg
+	}
+	panic(fmt.Errorf("opa_abort: %s", msg))
+}
+
+func (r *Runtime) opaPrintln(ctx context.Context, mod api.Module, stack []uint64) {
+	msg, _ := cString(mod.Memory(), api.DecodeU32(stack[0]), maxLogMessage)
+	if in := r.instanceOf(mod); in != nil {
+		in.logMessage(ctx, slog.LevelInfo, "print: "+msg)
+	}
+}
+
+// opaBuiltin runs a builtin OPA leaves to the host. Arguments and result are values on
+// the guest heap, crossed as JSON.
+func (r *Runtime) opaBuiltin(ctx context.Context, mod api.Module, stack []uint64) {
+	in := r.instanceOf(mod)
+	if in == nil || in.opa == nil {
+		panic(errors.New("opa builtin called outside an evaluation"))
+	}
+	id := api.DecodeI32(stack[0])
+	b, ok := in.opa.builtins[id]
+	if !ok {
+		panic(fmt.Errorf("opa builtin %d is not known", id))
+	}
+	args := make([]json.RawMessage, 0, len(stack)-2)
+	for _, a := range stack[2:] {
+		v, err := in.opa.dump(ctx, in, api.DecodeU32(a))
+		if err != nil {
+			panic(err)
+		}
+		args = append(args, v)
+	}
+	res, err := b.fn(args)
+	if err != nil {
+		panic(fmt.Errorf("%s: %w", b.name, err))
+	}
+	addr, err := in.opa.parse(ctx, in, res)
+	if err != nil {
+		panic(err)
+	}
+	stack[0] = api.EncodeU32(addr)
+}
+
+// opaBuiltinFunc computes one builtin from its arguments' JSON.
+type opaBuiltinFunc func(args []json.RawMessage) ([]byte, error)
+
+type opaBuiltin struct {
+	name string
+	fn   opaBuiltinFunc
+}
+
+// hostBuiltins are the builtins this host provides to Rego policies; OPA compiles most
+// of the language's builtins into the module itself.
+var hostBuiltins = map[string]opaBuiltinFunc{"sprintf": opaSprintf}
+
+// opaSprintf is Rego's sprintf(format, values): Go's fmt verbs over the values, numbers
+// as integers when they are, composite values printed as JSON (so a set prints as a JSON
+// array in the engine's order, where OPA itself prints Rego's sorted {…} syntax).
+func opaSprintf(args []json.RawMessage) ([]byte, error) {
+	if len(args) != 2 {
+		return nil, fmt.Errorf("takes 2 arguments, got %d", len(args))
+	}
+	var format string
+	if err := json.Unmarshal(args[0], &format); err != nil {
+		return nil, fmt.Errorf("operand 1 must be a string: %w", err)
+	}
+	var raw []json.RawMessage
+	if err := json.Unmarshal(args[1], &raw); err != nil {
+		return nil, fmt.Errorf("operand 2 must be an array: %w", err)
+	}
+	vals := make([]any, len(raw))
+	for i, v := range raw {
+		var s string
+		var n json.Number
+		d := json.NewDecoder(bytes.NewReader(v))
+		d.UseNumber()
+		switch {
+		case json.Unmarshal(v, &s) == nil:
+			vals[i] = s
+		case d.Decode(&n) == nil:
+			if iv, err := n.Int64(); err == nil {
+				vals[i] = iv
+			} else if fv, err := n.Float64(); err == nil {
+				vals[i] = fv
+			} else {
+				vals[i] = n.String()
+			}
+		default:
+			vals[i] = string(v)
+		}
+	}
+	return json.Marshal(fmt.Sprintf(format, vals...))
+}
+
+// opaInstance is what an instance of an OPA module keeps between calls.
+type opaInstance struct {
+	entrypoint   string
+	entrypointID int32
+	dataAddr     uint32
+	evalHeap     uint32
+	parameters   json.RawMessage
+	builtins     map[int32]opaBuiltin
+	fn           map[string]api.Function
+	aborted      string
+	maxOut       int
+}
+
+func (o *opaInstance) call1(ctx context.Context, name string, args ...uint64) (uint32, error) {
+	res, err := o.fn[name].Call(ctx, args...)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(res) == 0 {
+		return 0, nil
+	}
+	return api.DecodeU32(res[0]), nil
+}
+
+// dump returns the JSON of the value at addr.
+func (o *opaInstance) dump(ctx context.Context, in *instance, addr uint32) ([]byte, error) {
+	s, err := o.call1(ctx, "opa_json_dump", uint64(addr))
+	if err != nil {
+		return nil, err
+	}
+	str, ok := cString(in.mod.Memory(), s, o.maxOut)
+	if !ok {
+		return nil, fmt.Errorf("opa_json_dump: no string within %d bytes at %#x", o.maxOut, s)
+	}
+	return []byte(str), nil
+}
+
+// parse puts JSON on the guest heap as a value and returns its address.
+func (o *opaInstance) parse(ctx context.Context, in *instance, js []byte) (uint32, error) {
+	p, err := o.call1(ctx, "opa_malloc", uint64(len(js)))
+	if err != nil {
+		return 0, err
+	}
+	if !in.mod.Memory().Write(p, js) {
+		return 0, fmt.Errorf("opa_malloc returned %#x, outside memory", p)
+	}
+	addr, err := o.call1(ctx, "opa_json_parse", uint64(p), uint64(len(js)))
+	if err != nil {
+		return 0, err
+	}
+	if addr == 0 {
+		return 0, errors.New("opa_json_parse: not JSON")
+	}
+	return addr, nil
+}
+
+// opaConfig is a Rego plugin's configuration (WasmPlugin spec.config).
+type opaConfig struct {
+	// Entrypoint is the rule evaluated, as `opa build -e` names it (package path with
+	// slashes and the rule); needed only when the module was built with several.
+	Entrypoint string `json:"entrypoint"`
+	// Parameters are passed to the policy as input.parameters, as Gatekeeper passes a
+	// constraint's parameters.
+	Parameters json.RawMessage `json:"parameters"`
+}
+
+// parseOPAConfig reads a Rego plugin's config. Without a "parameters" member the config
+// itself (less "entrypoint") is the parameters, so that a plain {"label": "team"} works.
+func parseOPAConfig(raw json.RawMessage) (opaConfig, error) {
+	cfg := opaConfig{Parameters: json.RawMessage("{}")}
+	if len(raw) == 0 || string(raw) == "null" {
+		return cfg, nil
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil {
+		return cfg, fmt.Errorf("Rego plugin config must be a JSON object: %w", err)
+	}
+	if ep, ok := members["entrypoint"]; ok {
+		if err := json.Unmarshal(ep, &cfg.Entrypoint); err != nil {
+			return cfg, fmt.Errorf("Rego plugin config: entrypoint must be a string: %w", err)
+		}
+		delete(members, "entrypoint")
+	}
+	if params, ok := members["parameters"]; ok {
+		cfg.Parameters = params
+		return cfg, nil
+	}
+	b, err := json.Marshal(members)
+	if err != nil {
+		return cfg, fmt.Errorf("Rego plugin config: %w", err)
+	}
+	cfg.Parameters = b
+	return cfg, nil
+}
+
+// initOPA sets an OPA instance up: its builtins, its entrypoint, empty data, and the
+// heap mark every evaluation starts from.
+func (in *instance) initOPA(ctx context.Context) error {
+	p := in.set.p
+	o := &opaInstance{fn: map[string]api.Function{}, maxOut: p.limits.MaxOutputBytes}
+	for _, name := range opaExports {
+		o.fn[name] = in.mod.ExportedFunction(name)
+	}
+	in.opa = o
+	cfg, err := parseOPAConfig(p.config)
+	if err != nil {
+		return &Error{Plugin: p.label, Hook: abi.HookConfigure, Kind: ErrConfigRejected, Err: err}
+	}
+	o.parameters = cfg.Parameters
+	if _, err := o.call1(ctx, "opa_malloc", 0); err != nil { // the heap starts here
+		return in.classify(ctx, err)
+	}
+	readMap := func(export string) (map[string]int32, error) {
+		addr, err := o.call1(ctx, export)
+		if err != nil {
+			return nil, in.classify(ctx, err)
+		}
+		js, err := o.dump(ctx, in, addr)
+		if err != nil {
+			return nil, in.classify(ctx, err)
+		}
+		m := map[string]int32{}
+		if err := json.Unmarshal(js, &m); err != nil {
+			return nil, &Error{Plugin: p.label, Kind: ErrInvalidModule, Err: fmt.Errorf("%s(): %w", export, err)}
+		}
+		return m, nil
+	}
+	builtins, err := readMap("builtins")
+	if err != nil {
+		return err
+	}
+	o.builtins = map[int32]opaBuiltin{}
+	var missing []string
+	for name, id := range builtins {
+		fn, ok := hostBuiltins[name]
+		if !ok {
+			missing = append(missing, name)
+			continue
+		}
+		o.builtins[id] = opaBuiltin{name: name, fn: fn}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return &Error{Plugin: p.label, Kind: ErrInvalidModule, Err: fmt.Errorf("the policy uses builtins this host does not provide: %s (provided: sprintf, and every builtin OPA compiles into WebAssembly)", strings.Join(missing, ", "))}
+	}
+	eps, err := readMap("entrypoints")
+	if err != nil {
+		return err
+	}
+	switch {
+	case cfg.Entrypoint != "":
+		id, ok := eps[cfg.Entrypoint]
+		if !ok {
+			return &Error{Plugin: p.label, Hook: abi.HookConfigure, Kind: ErrConfigRejected, Err: fmt.Errorf("entrypoint %q is not in the module (it has %s)", cfg.Entrypoint, strings.Join(slices.Sorted(maps.Keys(eps)), ", "))}
+		}
+		o.entrypoint, o.entrypointID = cfg.Entrypoint, id
+	case len(eps) == 1:
+		for name, id := range eps {
+			o.entrypoint, o.entrypointID = name, id
+		}
+	default:
+		return &Error{Plugin: p.label, Hook: abi.HookConfigure, Kind: ErrConfigRejected, Err: fmt.Errorf("the module has %d entrypoints (%s): name one in the plugin's config as {\"entrypoint\": …}", len(eps), strings.Join(slices.Sorted(maps.Keys(eps)), ", "))}
+	}
+	if o.dataAddr, err = o.parse(ctx, in, []byte("{}")); err != nil {
+		return in.classify(ctx, err)
+	}
+	if o.evalHeap, err = o.call1(ctx, "opa_heap_ptr_get"); err != nil {
+		return in.classify(ctx, err)
+	}
+	return nil
+}
+
+// callOPA evaluates the policy on an admission request and answers as a validate hook
+// does (sdk/ABI.md §7.3). The input is the request in the two shapes Rego policies for
+// Kubernetes read: input.request (an AdmissionReview, as OPA's kube-mgmt passes it) and
+// input.review (as Gatekeeper passes it), with input.parameters from the config.
+func (in *instance) callOPA(ctx context.Context, hook string, req []byte, decode func([]byte) error) error {
+	p := in.set.p
+	o := in.opa
+	if hook != abi.HookValidate {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrNotImplemented}
+	}
+	input := make([]byte, 0, 2*len(req)+len(o.parameters)+96)
+	input = append(input, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":`...)
+	input = append(input, req...)
+	input = append(input, `,"review":`...)
+	input = append(input, req...)
+	input = append(input, `,"parameters":`...)
+	input = append(input, o.parameters...)
+	input = append(input, '}')
+	mem := in.mod.Memory()
+	// Every evaluation starts from the same heap mark: what the last one allocated is
+	// simply overwritten, as OPA's own SDK does.
+	if _, err := o.call1(ctx, "opa_heap_ptr_set", uint64(o.evalHeap)); err != nil {
+		return in.classify(ctx, err)
+	}
+	end := uint64(o.evalHeap) + uint64(len(input))
+	if end > uint64(mem.Size()) {
+		pages := (end - uint64(mem.Size()) + 65535) / 65536
+		if _, ok := mem.Grow(uint32(pages)); !ok {
+			return &Error{Plugin: p.label, Hook: hook, Kind: ErrOutOfMemory, Err: fmt.Errorf("memory limit of %d bytes reached writing a %d-byte input", in.mem.max, len(input))}
+		}
+	}
+	if !mem.Write(o.evalHeap, input) {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadOutput, Err: errors.New("writing the input")}
+	}
+	o.aborted = ""
+	res, err := o.fn["opa_eval"].Call(ctx, 0, uint64(o.entrypointID), uint64(o.dataAddr), uint64(o.evalHeap), uint64(len(input)), end, 0)
+	if err != nil {
+		if o.aborted != "" {
+			return &Error{Plugin: p.label, Hook: hook, Kind: ErrTrap, Err: fmt.Errorf("policy aborted: %s", o.aborted)}
+		}
+		return in.classify(ctx, err)
+	}
+	out, ok := cString(mem, api.DecodeU32(res[0]), p.limits.MaxOutputBytes)
+	if !ok {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrOutputTooLarge, Err: fmt.Errorf("result is not a string within %d bytes", p.limits.MaxOutputBytes)}
+	}
+	answer, err := opaDecision(o.entrypoint, []byte(out))
+	if err != nil {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadOutput, Err: err}
+	}
+	if err := decode(answer); err != nil {
+		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadOutput, Err: err}
+	}
+	return nil
+}
+
+// opaDecision turns a result set into a validate answer. The entrypoint's value decides:
+// a set or array of violations (strings, or objects with "msg" as Gatekeeper's violation
+// rules give) denies when it is not empty; a boolean is an allow rule; an object with
+// "response" is kube-mgmt's AdmissionReview answer; an undefined rule allows.
+func opaDecision(entrypoint string, out []byte) ([]byte, error) {
+	var rs []struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(out, &rs); err != nil {
+		return nil, fmt.Errorf("result set of %s: %w", entrypoint, err)
+	}
+	type answer struct {
+		Allowed bool   `json:"allowed"`
+		Message string `json:"message,omitempty"`
+	}
+	allow := func() ([]byte, error) { return json.Marshal(answer{Allowed: true}) }
+	if len(rs) == 0 || len(rs[0].Result) == 0 || string(rs[0].Result) == "null" {
+		return allow()
+	}
+	v := rs[0].Result
+	var list []json.RawMessage
+	var b bool
+	var review struct {
+		Response *struct {
+			Allowed bool `json:"allowed"`
+			Status  struct {
+				Message string `json:"message"`
+			} `json:"status"`
+		} `json:"response"`
+	}
+	switch {
+	case json.Unmarshal(v, &list) == nil:
+		if len(list) == 0 {
+			return allow()
+		}
+		msgs := make([]string, 0, len(list))
+		for _, item := range list {
+			var s string
+			var obj struct {
+				Msg string `json:"msg"`
+			}
+			switch {
+			case json.Unmarshal(item, &s) == nil:
+				msgs = append(msgs, s)
+			case json.Unmarshal(item, &obj) == nil && obj.Msg != "":
+				msgs = append(msgs, obj.Msg)
+			default:
+				msgs = append(msgs, string(item))
+			}
+		}
+		sort.Strings(msgs) // a set's order is the policy engine's, not the author's
+		return json.Marshal(answer{Message: strings.Join(msgs, "; ")})
+	case json.Unmarshal(v, &b) == nil:
+		if b {
+			return allow()
+		}
+		return json.Marshal(answer{Message: "denied by " + entrypoint})
+	case json.Unmarshal(v, &review) == nil && review.Response != nil:
+		if review.Response.Allowed {
+			return allow()
+		}
+		msg := review.Response.Status.Message
+		if msg == "" {
+			msg = "denied by " + entrypoint
+		}
+		return json.Marshal(answer{Message: msg})
+	}
+	return nil, fmt.Errorf("%s evaluated to %.200s: want a set of violations, a boolean or an AdmissionReview", entrypoint, v)
+}
