@@ -37,6 +37,8 @@ func BenchmarkPodCreateWasmValidate(b *testing.B) {
 		{"c", wasmtest.C(b, "require-labels")},
 		{"assemblyscript", wasmtest.AssemblyScript(b, "require-labels")},
 		{"go", wasmtest.Go(b, "examples/plugins/go/require-labels")},
+		// Gatekeeper's k8srequiredlabels, compiled by OPA: {"labels": [...]} is its parameters.
+		{"rego", wasmtest.Rego(b, "require-labels")},
 	}
 	type setup struct {
 		name string
