@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -38,13 +39,23 @@ type Server struct {
 // Start serves decide until the test ends (or Stop).
 func Start(t testing.TB, decide Decide) *Server {
 	t.Helper()
-	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	s, err := New(decide)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// New serves decide until Stop, for programs that are not tests (benchmarks).
+func New(decide Decide) (*Server, error) {
+	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("webhook certificate: %w", err)
+	}
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("webhook certificate: %w", err)
 	}
 	// The PEM is the serving certificate, then the CA that signed it.
 	var ca []byte
@@ -63,8 +74,7 @@ func Start(t testing.TB, decide Decide) *Server {
 	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	s.srv.StartTLS()
 	s.URL = s.srv.URL
-	t.Cleanup(s.Stop)
-	return s
+	return s, nil
 }
 
 // Calls is how many requests the server got.
