@@ -356,7 +356,9 @@ func pct(d []time.Duration, p float64) time.Duration {
 
 func us(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d)/float64(time.Microsecond)) }
 
-func added(d, base time.Duration) string { return fmt.Sprintf("%+.0f", float64(d-base)/float64(time.Microsecond)) }
+func added(d, base time.Duration) string {
+	return fmt.Sprintf("%+.0f", float64(d-base)/float64(time.Microsecond))
+}
 
 func report(w *os.File, servers []*server, results map[string]map[string]*sample, o options) {
 	fmt.Fprintf(w, "\nrule: pods must carry the label team; %d rounds; fixed rate %d creates/s for %.1f s per case and round; saturation %d creates per case and round with %d clients\n",
