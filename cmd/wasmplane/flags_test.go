@@ -55,3 +55,21 @@ func TestUpRejectsBadTLSFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestCallBoundFlags: both processes that run plugins, `up` and the standalone
+// `scheduler`, take the WASM host's call bounds.
+func TestCallBoundFlags(t *testing.T) {
+	for _, cmd := range []*cobra.Command{newUp(), newScheduler()} {
+		f := cmd.Flags()
+		if err := f.Parse([]string{"--wasm-max-concurrent-calls", "3", "--wasm-max-concurrent-calls-per-plugin", "2", "--wasm-suspend-after", "-1"}); err != nil {
+			t.Errorf("%s: %v", cmd.Name(), err)
+			continue
+		}
+		for name, want := range map[string]string{"wasm-max-concurrent-calls": "3", "wasm-max-concurrent-calls-per-plugin": "2", "wasm-suspend-after": "-1",
+			"wasm-suspend-for": "2s", "wasm-max-suspension": "1m0s"} {
+			if got := f.Lookup(name); got == nil || got.Value.String() != want {
+				t.Errorf("%s --%s = %v, want %s", cmd.Name(), name, got, want)
+			}
+		}
+	}
+}

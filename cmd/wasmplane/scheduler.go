@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/wasmplane/wasmplane/core/scheduler"
 	"github.com/wasmplane/wasmplane/core/server"
+	"github.com/wasmplane/wasmplane/plugins/wasm"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -21,6 +22,7 @@ import (
 func newScheduler() *cobra.Command {
 	var kubeconfig, configPath, logLevel, metricsAddr, wasmCacheDir string
 	var leaderElect, wasmPlugins bool
+	var bounds wasm.CallBounds
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run the scheduler alone against an API server (leader election on a Lease)",
@@ -51,7 +53,7 @@ func newScheduler() *cobra.Command {
 				MetricsAddress: metricsAddr,
 			}
 			if wasmPlugins {
-				opts.Extend = wasmExtension(wasmCacheDir, log)
+				opts.Extend = wasmExtension(wasmCacheDir, bounds, log)
 			}
 			return scheduler.RunStandalone(ctx, restCfg, opts)
 		},
@@ -64,16 +66,17 @@ func newScheduler() *cobra.Command {
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.BoolVar(&wasmPlugins, "wasm-plugins", true, "load WasmPlugin/ClusterWasmPlugin filter and score hooks into the profiles")
 	f.StringVar(&wasmCacheDir, "wasm-cache-dir", defaultWasmCacheDir(), "compilation cache of WASM scheduling plugins (empty: in memory)")
+	addCallBoundFlags(f, &bounds)
 	return cmd
 }
 
 // wasmExtension runs the scheduler's WASM plugin manager beside the scheduler while it
 // leads, with the scheduler's own client and metrics registry.
-func wasmExtension(cacheDir string, log *slog.Logger) func(context.Context, *scheduler.Scheduler, *rest.Config, prometheus.Registerer) {
+func wasmExtension(cacheDir string, bounds wasm.CallBounds, log *slog.Logger) func(context.Context, *scheduler.Scheduler, *rest.Config, prometheus.Registerer) {
 	return func(ctx context.Context, s *scheduler.Scheduler, restCfg *rest.Config, reg prometheus.Registerer) {
 		host, _ := os.Hostname()
 		run, err := server.SchedulerPlugins(ctx, server.SchedulerPluginsConfig{RESTConfig: restCfg, Scheduler: s, CacheDir: cacheDir,
-			Registerer: reg, ServerName: "scheduler-" + host, Logger: log})
+			Registerer: reg, ServerName: "scheduler-" + host, CallBounds: bounds, Logger: log})
 		if err != nil {
 			log.Error("WASM scheduling plugins disabled", "err", err)
 			return
