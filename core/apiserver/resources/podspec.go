@@ -63,6 +63,16 @@ func defaultContainer(c *corev1.Container) {
 			c.Ports[i].Protocol = corev1.ProtocolTCP
 		}
 	}
+	for _, pr := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
+		defaultProbe(pr)
+	}
+	if l := c.Lifecycle; l != nil {
+		for _, h := range []*corev1.LifecycleHandler{l.PostStart, l.PreStop} {
+			if h != nil {
+				defaultHTTPGet(h.HTTPGet)
+			}
+		}
+	}
 	// Requests default to limits, as in Kubernetes.
 	for name, q := range c.Resources.Limits {
 		if _, ok := c.Resources.Requests[name]; !ok {
@@ -72,6 +82,77 @@ func defaultContainer(c *corev1.Container) {
 			c.Resources.Requests[name] = q.DeepCopy()
 		}
 	}
+}
+
+// defaultProbe gives a probe Kubernetes' v1 defaults (SetDefaults_Probe): without them
+// the kubelet would probe every 0 s and fail a container at its first miss.
+func defaultProbe(p *corev1.Probe) {
+	if p == nil {
+		return
+	}
+	if p.TimeoutSeconds == 0 {
+		p.TimeoutSeconds = 1
+	}
+	if p.PeriodSeconds == 0 {
+		p.PeriodSeconds = 10
+	}
+	if p.SuccessThreshold == 0 {
+		p.SuccessThreshold = 1
+	}
+	if p.FailureThreshold == 0 {
+		p.FailureThreshold = 3
+	}
+	defaultHTTPGet(p.HTTPGet)
+}
+
+func defaultHTTPGet(h *corev1.HTTPGetAction) {
+	if h == nil {
+		return
+	}
+	if h.Path == "" {
+		h.Path = "/"
+	}
+	if h.Scheme == "" {
+		h.Scheme = corev1.URISchemeHTTP
+	}
+}
+
+// validateProbe checks a probe as Kubernetes does: one handler, non-negative timings,
+// positive thresholds, and a success threshold of 1 where only one success can count
+// (liveness and startup probes).
+func validateProbe(pr *corev1.Probe, path *field.Path, oneSuccess bool) field.ErrorList {
+	if pr == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	handlers := 0
+	for _, set := range []bool{pr.Exec != nil, pr.HTTPGet != nil, pr.TCPSocket != nil, pr.GRPC != nil} {
+		if set {
+			handlers++
+		}
+	}
+	switch {
+	case handlers == 0:
+		errs = append(errs, field.Required(path, "must specify a handler type"))
+	case handlers > 1:
+		errs = append(errs, field.Forbidden(path, "may not specify more than 1 handler type"))
+	}
+	for _, v := range []struct {
+		name string
+		val  int32
+	}{{"initialDelaySeconds", pr.InitialDelaySeconds}, {"timeoutSeconds", pr.TimeoutSeconds}, {"periodSeconds", pr.PeriodSeconds},
+		{"successThreshold", pr.SuccessThreshold}, {"failureThreshold", pr.FailureThreshold}} {
+		if v.val < 0 {
+			errs = append(errs, field.Invalid(path.Child(v.name), v.val, "must be greater than or equal to 0"))
+		}
+	}
+	if oneSuccess && pr.SuccessThreshold != 1 {
+		errs = append(errs, field.Invalid(path.Child("successThreshold"), pr.SuccessThreshold, "must be 1"))
+	}
+	if h := pr.HTTPGet; h != nil && h.Scheme != corev1.URISchemeHTTP && h.Scheme != corev1.URISchemeHTTPS {
+		errs = append(errs, field.NotSupported(path.Child("httpGet", "scheme"), h.Scheme, []corev1.URIScheme{corev1.URISchemeHTTP, corev1.URISchemeHTTPS}))
+	}
+	return errs
 }
 
 // imageTag returns the tag of an image reference ("" when it has none).
@@ -173,6 +254,9 @@ func validateContainers(cs []corev1.Container, path *field.Path, names sets.Set[
 		if !pullPolicies.Has(c.ImagePullPolicy) {
 			errs = append(errs, field.NotSupported(p.Child("imagePullPolicy"), c.ImagePullPolicy, sets.List(pullPolicies)))
 		}
+		errs = append(errs, validateProbe(c.LivenessProbe, p.Child("livenessProbe"), true)...)
+		errs = append(errs, validateProbe(c.ReadinessProbe, p.Child("readinessProbe"), false)...)
+		errs = append(errs, validateProbe(c.StartupProbe, p.Child("startupProbe"), true)...)
 		for j, port := range c.Ports {
 			pp := p.Child("ports").Index(j)
 			if port.ContainerPort < 1 || port.ContainerPort > 65535 {

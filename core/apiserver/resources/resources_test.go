@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"strings"
 	"testing"
 
@@ -53,6 +54,22 @@ func TestValidatePodSpec(t *testing.T) {
 		{"toleration operator", func(p *corev1.Pod) {
 			p.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, Value: "v"}}
 		}, "spec.tolerations[0].operator:FieldValueInvalid"},
+		{"probe without handler", func(p *corev1.Pod) {
+			p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 10, SuccessThreshold: 1, FailureThreshold: 3}
+		}, "spec.containers[0].readinessProbe:FieldValueRequired"},
+		{"probe with two handlers", func(p *corev1.Pod) {
+			p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}},
+				TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(80)}}, SuccessThreshold: 1}
+		}, "spec.containers[0].readinessProbe:FieldValueForbidden"},
+		{"liveness needs one success", func(p *corev1.Pod) {
+			p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, SuccessThreshold: 2}
+		}, "spec.containers[0].livenessProbe.successThreshold:FieldValueInvalid"},
+		{"negative period", func(p *corev1.Pod) {
+			p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: -1, SuccessThreshold: 1}
+		}, "spec.containers[0].readinessProbe.periodSeconds:FieldValueInvalid"},
+		{"http scheme", func(p *corev1.Pod) {
+			p.Spec.Containers[0].StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80), Scheme: "FTP"}}, SuccessThreshold: 1}
+		}, "spec.containers[0].startupProbe.httpGet.scheme:FieldValueNotSupported"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,6 +125,22 @@ func TestDefaults(t *testing.T) {
 		if c.ImagePullPolicy != want {
 			t.Errorf("%s: pull policy %s, want %s", image, c.ImagePullPolicy, want)
 		}
+	}
+	// Probes get Kubernetes' timings, and HTTP ones a path and scheme.
+	pc := corev1.Container{Image: "x:1", LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromString("http")}}},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 2, FailureThreshold: 1},
+		Lifecycle:      &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80)}}}}
+	defaultContainer(&pc)
+	lp, rp := pc.LivenessProbe, pc.ReadinessProbe
+	if lp.TimeoutSeconds != 1 || lp.PeriodSeconds != 10 || lp.SuccessThreshold != 1 || lp.FailureThreshold != 3 ||
+		lp.HTTPGet.Path != "/" || lp.HTTPGet.Scheme != corev1.URISchemeHTTP {
+		t.Errorf("liveness probe defaults: %+v %+v", lp, lp.HTTPGet)
+	}
+	if rp.PeriodSeconds != 2 || rp.FailureThreshold != 1 || rp.TimeoutSeconds != 1 || rp.SuccessThreshold != 1 {
+		t.Errorf("readiness probe defaults overrode what was set: %+v", rp)
+	}
+	if h := pc.Lifecycle.PreStop.HTTPGet; h.Path != "/" || h.Scheme != corev1.URISchemeHTTP {
+		t.Errorf("preStop httpGet defaults: %+v", h)
 	}
 	d := &appsv1.Deployment{}
 	defaultDeployment(d)
