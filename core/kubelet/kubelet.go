@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"k8s.io/client-go/tools/record"
 	"log/slog"
 	"maps"
 	"net"
@@ -206,6 +207,20 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}
 	k.port = ln.Addr().(*net.TCPAddr).Port
 	close(k.portOnce)
+	// Events about pods and containers, as the kubelet records them (Pulled, Created,
+	// Started, Killing, BackOff, Unhealthy, ...). The broadcaster is shut down after
+	// every worker that records has stopped (deferred first, so it runs last).
+	events := record.NewBroadcaster(record.WithContext(ctx))
+	defer events.Shutdown()
+	events.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: k.cfg.Client.CoreV1().Events("")})
+	// Only the core group's kinds are referenced: a scheme of them alone keeps the node
+	// agent from linking every API group.
+	sch := runtime.NewScheme()
+	if err := corev1.AddToScheme(sch); err != nil {
+		return fmt.Errorf("kubelet: event scheme: %w", err)
+	}
+	recorder := events.NewRecorder(sch, corev1.EventSource{Component: "kubelet", Host: k.cfg.NodeName})
+	k.runtime.SetRecorder(recorder)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -233,6 +248,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	wg.Go(func() { reporter.Run(ctx) })
 
 	k.prober = prober.NewManager(ctx, k.cfg.Runtime, k.status.Get, func(uid types.UID) { k.workers.Trigger(uid) }, k.log)
+	k.prober.SetRecorder(recorder)
 	k.workers = podworkers.New(ctx, k.syncPod, k.cfg.ResyncPeriod)
 	// Only this node's pods, as the kubelet watches them. The informer is built from the
 	// typed pods client rather than an informer factory, which would link every group's.

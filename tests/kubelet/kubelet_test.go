@@ -156,6 +156,30 @@ func (e *env) waitPod(name, what string, timeout time.Duration, cond func(*corev
 }
 
 // logs reads pods/log the way kubectl does (Stream decodes Status errors).
+// waitEvents waits until the kubelet has recorded events with each of reasons about the
+// pod, and that they name it and the node as Kubernetes' kubelet does.
+func (e *env) waitEvents(pod string, reasons ...string) {
+	e.t.Helper()
+	e.poll(60*time.Second, "events "+strings.Join(reasons, ", ")+" about "+pod, func(ctx context.Context) (bool, error) {
+		l, err := e.cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+		if err != nil {
+			return false, err
+		}
+		seen := map[string]bool{}
+		for _, ev := range l.Items {
+			if ev.Source.Component == "kubelet" && ev.Source.Host != "" && strings.HasPrefix(ev.InvolvedObject.FieldPath, "spec.containers{") {
+				seen[ev.Reason] = true
+			}
+		}
+		for _, r := range reasons {
+			if !seen[r] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
 func (e *env) logs(name string, opts *corev1.PodLogOptions) (string, error) {
 	rc, err := e.cs.CoreV1().Pods("default").GetLogs(name, opts).Stream(context.Background())
 	if err != nil {
@@ -345,6 +369,7 @@ func TestCrashLoopBackOff(t *testing.T) {
 	if err != nil || !strings.Contains(out, "crash: something went wrong") {
 		t.Errorf("previous logs = %q, %v", out, err)
 	}
+	e.waitEvents("crasher", "Pulled", "Created", "Started", "BackOff")
 }
 
 func TestRestartPolicyNever(t *testing.T) {
@@ -432,6 +457,7 @@ func TestLivenessProbeRestartsContainer(t *testing.T) {
 		}
 		return false
 	})
+	e.waitEvents("unhealthy", "Unhealthy", "Killing", "Started")
 }
 
 func TestKubeletRestartKeepsHealthyContainers(t *testing.T) {

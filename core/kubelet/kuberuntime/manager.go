@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	cri "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -80,10 +81,11 @@ type Config struct {
 
 // Manager runs pods on a CRI runtime.
 type Manager struct {
-	cfg     Config
-	backoff *flowcontrol.Backoff
-	log     *slog.Logger
-	now     func() time.Time
+	cfg      Config
+	recorder record.EventRecorder
+	backoff  *flowcontrol.Backoff
+	log      *slog.Logger
+	now      func() time.Time
 	// The back-off keeps its own lock; mu guards nothing else but makes the intent clear
 	// that backoff bookkeeping across Get/Next is atomic per container.
 	mu sync.Mutex
@@ -187,6 +189,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus, h
 		}
 		id, err := m.cfg.Runtime.RunPodSandbox(ctx, sbConfig, m.cfg.RuntimeHandler)
 		if err != nil {
+			if m.recorder != nil {
+				m.recorder.Eventf(pod, corev1.EventTypeWarning, EventSandboxFailed, "Failed to create pod sandbox: %v", err)
+			}
 			res.Err = fmt.Errorf("%s: %w", ReasonCreateSandbox, err)
 			return res
 		}
@@ -252,6 +257,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *corev1.Pod, st *PodSt
 				if left < 10*time.Millisecond {
 					left = 10 * time.Millisecond
 				}
+				m.event(pod, c.Name, typ, corev1.EventTypeWarning, EventBackOff, "Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID)
 				return left, &ContainerError{Reason: ReasonCrashLoopBackOff,
 					Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", d, c.Name, pod.Name, pod.Namespace, pod.UID)}
 			}
@@ -259,18 +265,22 @@ func (m *Manager) startContainer(ctx context.Context, pod *corev1.Pod, st *PodSt
 			m.mu.Unlock()
 		}
 	}
-	imageRef, cerr := m.ensureImage(ctx, c, sbConfig)
+	imageRef, cerr := m.ensureImage(ctx, pod, c, typ, sbConfig)
 	if cerr != nil {
 		return 0, cerr
 	}
 	cfg := m.containerConfig(pod, c, typ, restartCount, imageRef, podIP)
 	id, err := m.cfg.Runtime.CreateContainer(ctx, sandboxID, cfg, sbConfig)
 	if err != nil {
+		m.event(pod, c.Name, typ, corev1.EventTypeWarning, EventFailed, "Error: %v", err)
 		return 0, &ContainerError{Reason: ReasonCreateContainer, Message: err.Error()}
 	}
+	m.event(pod, c.Name, typ, corev1.EventTypeNormal, EventCreated, "Created container: %s", c.Name)
 	if err := m.cfg.Runtime.StartContainer(ctx, id); err != nil {
+		m.event(pod, c.Name, typ, corev1.EventTypeWarning, EventFailed, "Error: %v", err)
 		return 0, &ContainerError{Reason: ReasonRunContainerError, Message: err.Error()}
 	}
+	m.event(pod, c.Name, typ, corev1.EventTypeNormal, EventStarted, "Started container %s", c.Name)
 	m.log.Debug("started container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "id", id, "restartCount", restartCount)
 	m.pruneExited(ctx, st, c.Name)
 	return 0, nil
@@ -294,7 +304,7 @@ func (m *Manager) pruneExited(ctx context.Context, st *PodStatus, name string) {
 	}
 }
 
-func (m *Manager) ensureImage(ctx context.Context, c *corev1.Container, sb *runtimeapi.PodSandboxConfig) (string, *ContainerError) {
+func (m *Manager) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container, typ string, sb *runtimeapi.PodSandboxConfig) (string, *ContainerError) {
 	spec := &runtimeapi.ImageSpec{Image: c.Image, UserSpecifiedImage: c.Image}
 	if m.cfg.Images == nil {
 		return c.Image, nil
@@ -302,19 +312,26 @@ func (m *Manager) ensureImage(ctx context.Context, c *corev1.Container, sb *runt
 	if c.ImagePullPolicy != corev1.PullAlways {
 		resp, err := m.cfg.Images.ImageStatus(ctx, spec, false)
 		if err == nil && resp.GetImage() != nil {
+			m.event(pod, c.Name, typ, corev1.EventTypeNormal, EventPulled, "Container image %q already present on machine", c.Image)
 			if id := resp.GetImage().GetId(); id != "" {
 				return id, nil
 			}
 			return c.Image, nil
 		}
 		if c.ImagePullPolicy == corev1.PullNever {
-			return "", &ContainerError{Reason: "ErrImageNeverPull", Message: fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)}
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+			m.event(pod, c.Name, typ, corev1.EventTypeWarning, EventNeverPull, "%s", msg)
+			return "", &ContainerError{Reason: "ErrImageNeverPull", Message: msg}
 		}
 	}
+	m.event(pod, c.Name, typ, corev1.EventTypeNormal, EventPulling, "Pulling image %q", c.Image)
+	began := m.now()
 	ref, err := m.cfg.Images.PullImage(ctx, spec, nil, sb)
 	if err != nil {
+		m.event(pod, c.Name, typ, corev1.EventTypeWarning, EventFailed, "Failed to pull image %q: %v", c.Image, err)
 		return "", &ContainerError{Reason: ReasonErrImagePull, Message: err.Error()}
 	}
+	m.event(pod, c.Name, typ, corev1.EventTypeNormal, EventPulled, "Successfully pulled image %q in %s", c.Image, m.now().Sub(began).Round(time.Millisecond))
 	if ref == "" {
 		ref = c.Image
 	}
@@ -535,6 +552,14 @@ func (m *Manager) killContainers(ctx context.Context, pod *corev1.Pod, kill map[
 	for id, info := range kill {
 		wg.Go(func() {
 			m.log.Info("killing container", "pod", pod.Namespace+"/"+pod.Name, "container", info.Name, "reason", info.Reason, "message", info.Message)
+			msg := "Stopping container " + info.Name
+			switch {
+			case strings.HasSuffix(info.Message, "will be restarted"):
+				msg = info.Message
+			case info.Message != "":
+				msg = info.Message + ", will be restarted"
+			}
+			m.event(pod, info.Name, containerType(pod, info.Name), corev1.EventTypeNormal, EventKilling, "%s", msg)
 			if err := m.cfg.Runtime.StopContainer(ctx, id, grace); err != nil {
 				m.log.Warn("stopping container", "id", id, "err", err)
 			}

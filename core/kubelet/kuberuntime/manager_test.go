@@ -3,8 +3,11 @@ package kuberuntime
 import (
 	"context"
 	"io"
+	"k8s.io/client-go/tools/record"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,5 +245,44 @@ func TestSubscriptedField(t *testing.T) {
 		if got := subscriptedField(pod, path); got != want {
 			t.Errorf("%s = %q, want %q", path, got, want)
 		}
+	}
+}
+
+// TestEvents: the events a pod's life records, with Kubernetes' reasons and the
+// container's field path.
+func TestEvents(t *testing.T) {
+	f := newFixture(t, testPod(corev1.RestartPolicyAlways, nil, "a"))
+	rec := record.NewFakeRecorder(100)
+	f.m.SetRecorder(rec)
+	drain := func() []string {
+		var out []string
+		for {
+			select {
+			case e := <-rec.Events:
+				out = append(out, e)
+			default:
+				return out
+			}
+		}
+	}
+	f.sync()
+	got := drain()
+	want := []string{`Normal Pulling Pulling image "a"`, `Normal Pulled Successfully pulled image "a" in 0s`, "Normal Created Created container: a", "Normal Started Started container a"}
+	if !slices.Equal(got, want) {
+		t.Errorf("first start: %q, want %q", got, want)
+	}
+	f.exit("a", 1)
+	f.sync() // restarts at once
+	drain()
+	f.exit("a", 1)
+	f.sync()
+	if got := drain(); len(got) != 1 || !strings.HasPrefix(got[0], "Warning BackOff Back-off restarting failed container a in pod") {
+		t.Errorf("crash loop: %q", got)
+	}
+	if ref := ContainerRef(f.pod, "a", ContainerTypeRegular); ref.FieldPath != "spec.containers{a}" || ref.Kind != "Pod" || ref.UID != f.pod.UID {
+		t.Errorf("reference %+v", ref)
+	}
+	if ref := ContainerRef(f.pod, "i", ContainerTypeInit); ref.FieldPath != "spec.initContainers{i}" {
+		t.Errorf("init reference %+v", ref)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/wasmplane/wasmplane/core/kubelet/kuberuntime"
+	"k8s.io/client-go/tools/record"
 	"log/slog"
 	"net"
 	"net/http"
@@ -43,6 +45,7 @@ type Manager struct {
 	log      *slog.Logger
 	ctx      context.Context
 	wg       sync.WaitGroup
+	recorder record.EventRecorder
 
 	mu      sync.Mutex
 	workers map[workerKey]context.CancelFunc
@@ -69,6 +72,10 @@ func NewManager(ctx context.Context, runtime cri.RuntimeService, statusOf Status
 	return &Manager{runtime: runtime, statusOf: statusOf, onChange: onChange, log: log, ctx: ctx,
 		workers: map[workerKey]context.CancelFunc{}, results: map[resultKey]bool{}}
 }
+
+// SetRecorder makes the manager record an Unhealthy event at every failed probe, as
+// Kubernetes' kubelet does; the kubelet sets it before any pod is added.
+func (m *Manager) SetRecorder(r record.EventRecorder) { m.recorder = r }
 
 // Wait blocks until every worker has stopped (after the manager's context ends).
 func (m *Manager) Wait() { m.wg.Wait() }
@@ -240,6 +247,16 @@ func (w *worker) step(ctx context.Context) bool {
 	ok, msg := w.runProbe(ctx, st.PodIP, id)
 	if ctx.Err() != nil {
 		return true
+	}
+	if !ok && w.m.recorder != nil {
+		typ := kuberuntime.ContainerTypeRegular
+		for _, c := range w.pod.Spec.InitContainers {
+			if c.Name == w.container.Name {
+				typ = kuberuntime.ContainerTypeInit
+			}
+		}
+		w.m.recorder.Eventf(kuberuntime.ContainerRef(w.pod, w.container.Name, typ), corev1.EventTypeWarning, "Unhealthy",
+			"%s%s probe failed: %s", strings.ToUpper(string(w.typ[:1])), w.typ[1:], msg)
 	}
 	if ok == w.lastResult {
 		w.count++
