@@ -18,6 +18,13 @@ import (
 // when the test ends.
 func StartWASINode(t testing.TB, s *Server, modules map[string]string, images ...string) {
 	t.Helper()
+	StartNamedWASINode(t, s, "node-1", modules, images...)
+}
+
+// StartNamedWASINode is StartWASINode for a node called name, so that a test can run
+// several nodes (each with its own runtime, kubelet and free port).
+func StartNamedWASINode(t testing.TB, s *Server, name string, modules map[string]string, images ...string) {
+	t.Helper()
 	root := t.TempDir()
 	// A short socket path: unix sockets are limited to ~108 bytes.
 	sockDir, err := os.MkdirTemp("", "wp-cri-")
@@ -35,7 +42,7 @@ func StartWASINode(t testing.TB, s *Server, modules map[string]string, images ..
 			t.Fatalf("importing %s: %v", name, err)
 		}
 	}
-	stop, err := server.StartNode(context.Background(), server.NodeConfig{RESTConfig: s.Config(false), NodeName: "node-1",
+	stop, err := server.StartNode(context.Background(), server.NodeConfig{RESTConfig: s.Config(false), NodeName: name,
 		RootDir: filepath.Join(root, "node"), RuntimeEndpoint: rt.Endpoint(), Port: -1, Logger: Logger(),
 		Tune: func(c *kubelet.Config) { c.ResyncPeriod, c.StatusUpdateFrequency = 2*time.Second, time.Second }})
 	if err != nil {
