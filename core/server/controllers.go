@@ -26,6 +26,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/resourcequota"
 	"github.com/wasmplane/wasmplane/core/controller/rootcacertpublisher"
 	"github.com/wasmplane/wasmplane/core/controller/serviceaccount"
+	"github.com/wasmplane/wasmplane/core/controller/statefulset"
 	"github.com/wasmplane/wasmplane/core/controller/ttlafterfinished"
 	"github.com/wasmplane/wasmplane/core/controller/vapstatus"
 	"github.com/wasmplane/wasmplane/core/pki"
@@ -93,7 +94,8 @@ func startControllers(ctx context.Context, cfg *rest.Config, signingCA *pki.CA, 
 	}, nil
 }
 
-// RunControllers runs the namespace, ReplicaSet, ReplicationController, DaemonSet, Deployment, Job, CronJob,
+// RunControllers runs the namespace, ReplicaSet, ReplicationController, DaemonSet,
+// StatefulSet, Deployment, Job, CronJob,
 // TTL-after-finished, garbage-collector,
 // CertificateSigningRequest, Endpoints, EndpointSlice and root CA publisher controllers
 // (among others) until ctx ends and they have all stopped. If ready
@@ -142,6 +144,10 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 		return fail(err)
 	}
 	dsc, err := daemon.New(client, factory, daemon.Options{Logger: log, Recorder: recorder})
+	if err != nil {
+		return fail(err)
+	}
+	ssc, err := statefulset.New(client, factory, statefulset.Options{Logger: log, Recorder: recorder})
 	if err != nil {
 		return fail(err)
 	}
@@ -234,6 +240,7 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	wg.Go(func() { rsc.Run(ctx, 5) })
 	wg.Go(func() { rcc.Run(ctx, 5) })
 	wg.Go(func() { dsc.Run(ctx, 2) })
+	wg.Go(func() { ssc.Run(ctx, 2) })
 	wg.Go(func() { dc.Run(ctx, 5) })
 	wg.Go(func() { jc.Run(ctx, 5) })
 	wg.Go(func() { cjc.Run(ctx, 5) })

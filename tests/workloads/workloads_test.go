@@ -95,6 +95,7 @@ func TestWorkloads(t *testing.T) {
 	e := setup(t)
 	t.Run("ReplicationController", func(t *testing.T) { t.Parallel(); testReplicationController(t, e) })
 	t.Run("DaemonSet", func(t *testing.T) { t.Parallel(); testDaemonSet(t, e) })
+	t.Run("StatefulSet", func(t *testing.T) { t.Parallel(); testStatefulSet(t, e) })
 }
 
 const rcYAML = `apiVersion: v1
