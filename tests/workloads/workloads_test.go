@@ -41,19 +41,8 @@ func setup(t *testing.T) *env {
 	}
 	e := &env{s: s, cs: s.Clientset(t, false)}
 	e.poll(t, "both nodes ready", 60*time.Second, func(ctx context.Context) (bool, error) {
-		nodes, err := e.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		readyNodes := 0
-		for _, n := range nodes.Items {
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					readyNodes++
-				}
-			}
-		}
-		return readyNodes == 2, nil
+		n, err := testserver.ReadyNodes(ctx, e.cs)
+		return n == 2, err
 	})
 	return e
 }

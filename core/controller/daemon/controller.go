@@ -24,7 +24,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -273,7 +272,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return nil // the garbage collector takes the pods
 	}
 	ds = ds.DeepCopy()
-	canAdopt := c.canAdopt(ds)
+	canAdopt := controllerref.Recheck(ds, controllerKind.Kind, func(ctx context.Context) (*appsv1.DaemonSet, error) {
+		return c.client.AppsV1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
+	})
 	revs, err := c.history.Claim(ctx, ds, controllerKind, sel, canAdopt)
 	if err != nil {
 		return err
@@ -339,22 +340,6 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	return actErr
 }
 
-func (c *Controller) canAdopt(ds *appsv1.DaemonSet) func(context.Context) error {
-	return func(ctx context.Context) error {
-		fresh, err := c.client.AppsV1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("re-reading DaemonSet: %w", err)
-		}
-		if fresh.UID != ds.UID {
-			return fmt.Errorf("DaemonSet %s was recreated (uid %s, want %s)", keyOf(ds), fresh.UID, ds.UID)
-		}
-		if fresh.DeletionTimestamp != nil {
-			return fmt.Errorf("DaemonSet %s is being deleted", keyOf(ds))
-		}
-		return nil
-	}
-}
-
 // nodeStates claims ds's pods and groups them by node; pods whose node is unknown are
 // returned apart.
 func (c *Controller) nodeStates(ctx context.Context, ds *appsv1.DaemonSet, sel labels.Selector, canAdopt func(context.Context) error) ([]nodeState, []*corev1.Pod, error) {
@@ -363,11 +348,7 @@ func (c *Controller) nodeStates(ctx context.Context, ds *appsv1.DaemonSet, sel l
 		return nil, nil, fmt.Errorf("listing pods: %w", err)
 	}
 	m := &controllerref.Manager[*corev1.Pod]{
-		Owner: ds, Kind: controllerKind, Selector: sel, CanAdopt: canAdopt,
-		Patch: func(ctx context.Context, pod string, patch []byte) error {
-			_, err := c.client.CoreV1().Pods(ds.Namespace).Patch(ctx, pod, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-			return err
-		},
+		Owner: ds, Kind: controllerKind, Selector: sel, CanAdopt: canAdopt, Patch: controllerref.PodPatcher(c.client, ds.Namespace),
 	}
 	pods, err := m.Claim(ctx, all)
 	if err != nil {

@@ -348,23 +348,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	m := &controllerref.Manager[*corev1.Pod]{
 		Owner: rs, Kind: c.owners.Kind, Selector: sel,
-		CanAdopt: func(ctx context.Context) error {
-			fresh, err := c.owners.Get(ctx, ns, name)
-			if err != nil {
-				return fmt.Errorf("re-reading %s: %w", c.owners.Kind.Kind, err)
-			}
-			if fresh.UID != rs.UID {
-				return fmt.Errorf("%s %s was recreated (uid %s, want %s)", c.owners.Kind.Kind, key, fresh.UID, rs.UID)
-			}
-			if fresh.DeletionTimestamp != nil {
-				return fmt.Errorf("%s %s is being deleted", c.owners.Kind.Kind, key)
-			}
-			return nil
-		},
-		Patch: func(ctx context.Context, pod string, patch []byte) error {
-			_, err := c.client.CoreV1().Pods(ns).Patch(ctx, pod, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-			return err
-		},
+		CanAdopt: controllerref.Recheck(rs, c.owners.Kind.Kind, func(ctx context.Context) (*appsv1.ReplicaSet, error) {
+			return c.owners.Get(ctx, ns, name)
+		}),
+		Patch: controllerref.PodPatcher(c.client, ns),
 	}
 	pods, err := m.Claim(ctx, active)
 	if err != nil {

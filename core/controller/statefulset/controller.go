@@ -179,16 +179,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return nil //nolint:nilerr // validation keeps bad selectors out; a dying set is the garbage collector's
 	}
 	set = set.DeepCopy()
-	canAdopt := func(ctx context.Context) error {
-		fresh, err := c.client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("re-reading StatefulSet: %w", err)
-		}
-		if fresh.UID != set.UID || fresh.DeletionTimestamp != nil {
-			return fmt.Errorf("StatefulSet %s was recreated or is being deleted", key)
-		}
-		return nil
-	}
+	canAdopt := controllerref.Recheck(set, controllerKind.Kind, func(ctx context.Context) (*appsv1.StatefulSet, error) {
+		return c.client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+	})
 	revs, err := c.history.Claim(ctx, set, controllerKind, sel, canAdopt)
 	if err != nil {
 		return err
@@ -255,11 +248,7 @@ func (c *Controller) claimPods(ctx context.Context, set *appsv1.StatefulSet, sel
 		}
 	}
 	m := &controllerref.Manager[*corev1.Pod]{
-		Owner: set, Kind: controllerKind, Selector: sel, CanAdopt: canAdopt,
-		Patch: func(ctx context.Context, pod string, patch []byte) error {
-			_, err := c.client.CoreV1().Pods(set.Namespace).Patch(ctx, pod, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-			return err
-		},
+		Owner: set, Kind: controllerKind, Selector: sel, CanAdopt: canAdopt, Patch: controllerref.PodPatcher(c.client, set.Namespace),
 	}
 	claimed, err := m.Claim(ctx, members)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/server"
 	"github.com/wasmplane/wasmplane/examples/workloads"
 	"github.com/wasmplane/wasmplane/runtime/cri/wasi"
+	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,7 +74,10 @@ func run(ctx context.Context, nodes int, replicas int32) error {
 		return err
 	}
 	start := time.Now()
-	if err := poll(ctx, func(ctx context.Context) (bool, error) { return readyNodes(ctx, cs, nodes) }); err != nil {
+	if err := poll(ctx, func(ctx context.Context) (bool, error) {
+		n, err := testserver.ReadyNodes(ctx, cs)
+		return n == nodes, err
+	}); err != nil {
 		return fmt.Errorf("waiting for %d nodes: %w", nodes, err)
 	}
 	fmt.Printf("%d nodes ready in %v\n", nodes, time.Since(start).Round(time.Millisecond))
@@ -151,22 +155,6 @@ func startNode(ctx context.Context, inst *server.Instance, dir, name, module str
 		return nil, errors.Join(fmt.Errorf("starting the kubelet of %s: %w", name, err), rt.Close())
 	}
 	return func() { stop(); _ = rt.Close(); _ = os.RemoveAll(sock) }, nil
-}
-
-func readyNodes(ctx context.Context, cs kubernetes.Interface, want int) (bool, error) {
-	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return false, err
-	}
-	n := 0
-	for _, node := range list.Items {
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				n++
-			}
-		}
-	}
-	return n == want, nil
 }
 
 func poll(ctx context.Context, cond wait.ConditionWithContextFunc) error {

@@ -10,6 +10,9 @@ import (
 	"github.com/wasmplane/wasmplane/core/kubelet"
 	"github.com/wasmplane/wasmplane/core/server"
 	"github.com/wasmplane/wasmplane/runtime/cri/wasi"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // StartWASINode runs the built-in WASI runtime holding the named example workloads (from
@@ -49,4 +52,21 @@ func StartNamedWASINode(t testing.TB, s *Server, name string, modules map[string
 		t.Fatalf("starting the kubelet: %v", err)
 	}
 	t.Cleanup(stop)
+}
+
+// ReadyNodes counts the nodes whose Ready condition is true.
+func ReadyNodes(ctx context.Context, cs kubernetes.Interface) (int, error) {
+	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, node := range list.Items {
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				n++
+			}
+		}
+	}
+	return n, nil
 }
