@@ -123,3 +123,57 @@ func testStatefulSet(t *testing.T, e *env) {
 		}
 	}
 }
+
+const stsDeleteClaimsYAML = `apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: cache
+spec:
+  serviceName: cache
+  replicas: 2
+  podManagementPolicy: Parallel
+  persistentVolumeClaimRetentionPolicy:
+    whenDeleted: Delete
+  selector:
+    matchLabels:
+      app: cache
+  template:
+    metadata:
+      labels:
+        app: cache
+    spec:
+      containers:
+      - name: sleeper
+        image: sleeper:latest
+        imagePullPolicy: IfNotPresent
+  volumeClaimTemplates:
+  - metadata:
+      name: data
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources:
+        requests:
+          storage: 1Gi
+`
+
+// testStatefulSetDeletesClaims checks whenDeleted: Delete: the claims go with the
+// StatefulSet, through the garbage collector.
+func testStatefulSetDeletesClaims(t *testing.T, e *env) {
+	e.kubectl(t, stsDeleteClaimsYAML, "create", "-f", "-")
+	e.kubectl(t, "", "rollout", "status", "sts/cache", "--timeout=90s")
+	claims := func(ctx context.Context) (int, error) {
+		list, err := e.cs.CoreV1().PersistentVolumeClaims("default").List(ctx, metav1.ListOptions{LabelSelector: "app=cache"})
+		if err != nil {
+			return 0, err
+		}
+		return len(list.Items), nil
+	}
+	if n, err := claims(context.Background()); err != nil || n != 2 {
+		t.Fatalf("%d claims (%v), want 2", n, err)
+	}
+	e.kubectl(t, "", "delete", "sts", "cache")
+	e.poll(t, "the claims to be deleted with the StatefulSet", 60*time.Second, func(ctx context.Context) (bool, error) {
+		n, err := claims(ctx)
+		return n == 0 && len(e.pods(t, "app=cache")) == 0, err
+	})
+}

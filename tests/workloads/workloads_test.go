@@ -85,6 +85,7 @@ func TestWorkloads(t *testing.T) {
 	t.Run("ReplicationController", func(t *testing.T) { t.Parallel(); testReplicationController(t, e) })
 	t.Run("DaemonSet", func(t *testing.T) { t.Parallel(); testDaemonSet(t, e) })
 	t.Run("StatefulSet", func(t *testing.T) { t.Parallel(); testStatefulSet(t, e) })
+	t.Run("StatefulSetDeletesClaims", func(t *testing.T) { t.Parallel(); testStatefulSetDeletesClaims(t, e) })
 }
 
 const rcYAML = `apiVersion: v1

@@ -303,6 +303,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	now := metav1.Now()
 	var actErr error
 	if c.expectations.Satisfied(key) {
+		c.backoff.GC() // forget nodes whose pods stopped failing long ago
 		p := manage(ds, nodes, orphans, hash, func(node string) bool {
 			id := key + "/" + node
 			if c.backoff.IsInBackOffSinceUpdate(id, c.backoff.Clock.Now()) {
