@@ -12,6 +12,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/certificates"
 	"github.com/wasmplane/wasmplane/core/controller/clusterroleaggregation"
 	"github.com/wasmplane/wasmplane/core/controller/cronjob"
+	"github.com/wasmplane/wasmplane/core/controller/daemon"
 	"github.com/wasmplane/wasmplane/core/controller/deployment"
 	"github.com/wasmplane/wasmplane/core/controller/disruption"
 	"github.com/wasmplane/wasmplane/core/controller/endpoint"
@@ -22,9 +23,11 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/namespace"
 	"github.com/wasmplane/wasmplane/core/controller/nodelifecycle"
 	"github.com/wasmplane/wasmplane/core/controller/replicaset"
+	"github.com/wasmplane/wasmplane/core/controller/replication"
 	"github.com/wasmplane/wasmplane/core/controller/resourcequota"
 	"github.com/wasmplane/wasmplane/core/controller/rootcacertpublisher"
 	"github.com/wasmplane/wasmplane/core/controller/serviceaccount"
+	"github.com/wasmplane/wasmplane/core/controller/statefulset"
 	"github.com/wasmplane/wasmplane/core/controller/ttlafterfinished"
 	"github.com/wasmplane/wasmplane/core/controller/vapstatus"
 	"github.com/wasmplane/wasmplane/core/pki"
@@ -92,7 +95,8 @@ func startControllers(ctx context.Context, cfg *rest.Config, signingCA *pki.CA, 
 	}, nil
 }
 
-// RunControllers runs the namespace, ReplicaSet, Deployment, Job, CronJob,
+// RunControllers runs the namespace, ReplicaSet, ReplicationController, DaemonSet,
+// StatefulSet, Deployment, Job, CronJob,
 // TTL-after-finished, garbage-collector,
 // CertificateSigningRequest, Endpoints, EndpointSlice and root CA publisher controllers
 // (among others) until ctx ends and they have all stopped. If ready
@@ -133,6 +137,18 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 		return fail(err)
 	}
 	rsc, err := replicaset.New(client, factory, replicaset.Options{Logger: log, Recorder: recorder})
+	if err != nil {
+		return fail(err)
+	}
+	rcc, err := replication.New(client, factory, replication.Options{Logger: log, Recorder: recorder})
+	if err != nil {
+		return fail(err)
+	}
+	dsc, err := daemon.New(client, factory, daemon.Options{Logger: log, Recorder: recorder})
+	if err != nil {
+		return fail(err)
+	}
+	ssc, err := statefulset.New(client, factory, statefulset.Options{Logger: log, Recorder: recorder})
 	if err != nil {
 		return fail(err)
 	}
@@ -227,6 +243,9 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	}
 	wg.Go(func() { nsc.Run(ctx, 2) })
 	wg.Go(func() { rsc.Run(ctx, 5) })
+	wg.Go(func() { rcc.Run(ctx, 5) })
+	wg.Go(func() { dsc.Run(ctx, 2) })
+	wg.Go(func() { ssc.Run(ctx, 2) })
 	wg.Go(func() { dc.Run(ctx, 5) })
 	wg.Go(func() { jc.Run(ctx, 5) })
 	wg.Go(func() { cjc.Run(ctx, 5) })

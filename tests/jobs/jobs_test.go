@@ -6,10 +6,8 @@
 package jobs_test
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -48,24 +46,12 @@ func setup(t *testing.T) *env {
 
 // kubectl runs the real kubectl with stdin and returns stdout, stderr and the error.
 func (e *env) kubectl(t *testing.T, stdin string, args ...string) (string, string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig", e.s.KubeconfigPath(), "-n", "default"}, args...)...)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	return out.String(), errOut.String(), err
+	return e.s.Kubectl(t, kubectlBin, "default", stdin, args...)
 }
 
 func (e *env) mustKubectl(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
-	out, stderr, err := e.kubectl(t, stdin, args...)
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
-	}
-	return out
+	return e.s.MustKubectl(t, kubectlBin, "default", stdin, args...)
 }
 
 // waitJob waits until the Job has a true condition of type cond.

@@ -181,8 +181,9 @@ func TestKubectlServerSideFieldValidation(t *testing.T) {
 			t.Errorf("v2 verifier: %v: %v", gvk, err)
 		}
 	}
-	// A kind the server does not serve must not be reported as supported.
-	if err := v3.HasSupport(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ControllerRevision"}); err == nil {
+	// A kind the server does not serve (a version Kubernetes removed) must not be reported
+	// as supported.
+	if err := v3.HasSupport(schema.GroupVersionKind{Group: "apps", Version: "v1beta1", Kind: "Deployment"}); err == nil {
 		t.Error("v3 verifier claims support for an unserved kind")
 	}
 	// kubectl apply/diff look up specs through openapi3.Root as well.

@@ -30,7 +30,7 @@ import (
 // Apps returns the apps/v1 resources.
 func Apps() []Definition {
 	gv := appsv1.SchemeGroupVersion
-	return []Definition{
+	return append([]Definition{
 		{Resource: &registry.Resource{
 			AllowUnconditionalUpdate: true, GroupVersion: gv, Name: "deployments", SingularName: "deployment", Kind: "Deployment", ListKind: "DeploymentList",
 			ShortNames: []string{"deploy"}, Categories: []string{"all"}, Namespaced: true, TracksGeneration: true,
@@ -84,7 +84,7 @@ func Apps() []Definition {
 		}, Subresources: func(s *endpoints.Scope) []endpoints.Subresource {
 			return []endpoints.Subresource{endpoints.StatusSubresource(s, workloadStatusOnly()), scaleSubresource(s, replicaSetScale{})}
 		}},
-	}
+	}, daemonSetsAndHistory()...)
 }
 
 func defaultDeployment(d *appsv1.Deployment) {
@@ -368,4 +368,76 @@ func Events() []Definition {
 		}, validateOnUpdate: true}, nil)
 	d.Resource.AllowCreateOnUpdate = true
 	return []Definition{d}
+}
+
+// withScale adds the autoscaling/v1 scale subresource to a workload defined with a
+// status subresource, with the apps workloads' status strategy (labels kept).
+func withScale(d Definition, sc scalable) Definition {
+	d.Resource.StatusStrategy = workloadStatusOnly()
+	d.Subresources = func(s *endpoints.Scope) []endpoints.Subresource {
+		return []endpoints.Subresource{endpoints.StatusSubresource(s, workloadStatusOnly()), scaleSubresource(s, sc)}
+	}
+	return d
+}
+
+type replicationControllerScale struct{}
+
+func (replicationControllerScale) toScale(obj runtime.Object) (*autoscalingv1.Scale, error) {
+	rc := obj.(*corev1.ReplicationController)
+	return scaleOf(rc.ObjectMeta, rc.Spec.Replicas, rc.Status.Replicas, &metav1.LabelSelector{MatchLabels: rc.Spec.Selector})
+}
+
+func (replicationControllerScale) setReplicas(obj runtime.Object, n int32) {
+	obj.(*corev1.ReplicationController).Spec.Replicas = &n
+}
+
+type statefulSetScale struct{}
+
+func (statefulSetScale) toScale(obj runtime.Object) (*autoscalingv1.Scale, error) {
+	s := obj.(*appsv1.StatefulSet)
+	return scaleOf(s.ObjectMeta, s.Spec.Replicas, s.Status.Replicas, s.Spec.Selector)
+}
+
+func (statefulSetScale) setReplicas(obj runtime.Object, n int32) {
+	obj.(*appsv1.StatefulSet).Spec.Replicas = &n
+}
+
+// replicationControllerPrinter has kubectl's ReplicationController columns.
+func replicationControllerPrinter() *registry.Printer {
+	return &registry.Printer{
+		Columns: append([]registry.TableColumn{
+			endpoints.NameColumn,
+			{Name: "Desired", Type: "integer", Description: corev1.ReplicationControllerSpec{}.SwaggerDoc()["replicas"]},
+			{Name: "Current", Type: "integer", Description: corev1.ReplicationControllerStatus{}.SwaggerDoc()["replicas"]},
+			{Name: "Ready", Type: "integer", Description: corev1.ReplicationControllerStatus{}.SwaggerDoc()["readyReplicas"]},
+			endpoints.AgeColumn,
+		}, wideWorkloadColumns...),
+		Row: func(obj runtime.Object) []any {
+			rc := obj.(*corev1.ReplicationController)
+			var c, i string
+			if rc.Spec.Template != nil {
+				c, i = containersAndImages(&rc.Spec.Template.Spec)
+			}
+			return []any{rc.Name, int64(ptr.Deref(rc.Spec.Replicas, 0)), int64(rc.Status.Replicas), int64(rc.Status.ReadyReplicas),
+				endpoints.Age(rc.CreationTimestamp, time.Now()), c, i, selectorString(&metav1.LabelSelector{MatchLabels: rc.Spec.Selector})}
+		},
+	}
+}
+
+// statefulSetPrinter has kubectl's StatefulSet columns.
+func statefulSetPrinter() *registry.Printer {
+	return &registry.Printer{
+		Columns: []registry.TableColumn{
+			endpoints.NameColumn,
+			{Name: "Ready", Type: "string", Description: "Number of the pod with ready state"},
+			endpoints.AgeColumn,
+			{Name: "Containers", Type: "string", Priority: 1, Description: "Names of each container in the template."},
+			{Name: "Images", Type: "string", Priority: 1, Description: "Images referenced by each container in the template."},
+		},
+		Row: func(obj runtime.Object) []any {
+			s := obj.(*appsv1.StatefulSet)
+			c, i := containersAndImages(&s.Spec.Template.Spec)
+			return []any{s.Name, readyOf(s.Status.ReadyReplicas, ptr.Deref(s.Spec.Replicas, 0)), endpoints.Age(s.CreationTimestamp, time.Now()), c, i}
+		},
+	}
 }

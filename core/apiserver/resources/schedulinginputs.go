@@ -51,7 +51,7 @@ func SchedulingInputs() []Definition {
 				},
 				validateOnUpdate: true,
 			}, inCategory("all"), createOnUpdate, func(r *registry.Resource) { r.Printer = servicePrinter() }),
-		stored(core, "replicationcontrollers", "ReplicationController", []string{"rc"}, true, true,
+		withScale(stored(core, "replicationcontrollers", "ReplicationController", []string{"rc"}, true, true,
 			func() runtime.Object { return &corev1.ReplicationController{} },
 			func() runtime.Object { return &corev1.ReplicationControllerList{} }, &strategy{
 				defaults: func(obj runtime.Object) {
@@ -95,7 +95,7 @@ func SchedulingInputs() []Definition {
 					return append(errs, validatePodSpec(&rc.Spec.Template.Spec, p.Child("template", "spec"))...)
 				},
 				validateOnUpdate: true,
-			}, inCategory("all")),
+			}, inCategory("all"), func(r *registry.Resource) { r.Printer = replicationControllerPrinter() }), replicationControllerScale{}),
 		stored(core, "persistentvolumes", "PersistentVolume", []string{"pv"}, false, true,
 			func() runtime.Object { return &corev1.PersistentVolume{} },
 			func() runtime.Object { return &corev1.PersistentVolumeList{} }, &strategy{
@@ -157,7 +157,7 @@ func SchedulingInputs() []Definition {
 				},
 				validateOnUpdate: true,
 			}),
-		stored(apps, "statefulsets", "StatefulSet", []string{"sts"}, true, true, func() runtime.Object { return &appsv1.StatefulSet{} },
+		withScale(stored(apps, "statefulsets", "StatefulSet", []string{"sts"}, true, true, func() runtime.Object { return &appsv1.StatefulSet{} },
 			func() runtime.Object { return &appsv1.StatefulSetList{} }, &strategy{
 				defaults:      func(obj runtime.Object) { defaultStatefulSet(obj.(*appsv1.StatefulSet)) },
 				prepareCreate: func(obj runtime.Object) { obj.(*appsv1.StatefulSet).Status = appsv1.StatefulSetStatus{} },
@@ -170,7 +170,7 @@ func SchedulingInputs() []Definition {
 				validateUpdate: func(obj, old runtime.Object) field.ErrorList {
 					return apimachineryvalidation.ValidateImmutableField(obj.(*appsv1.StatefulSet).Spec.Selector, old.(*appsv1.StatefulSet).Spec.Selector, field.NewPath("spec", "selector"))
 				},
-			}, inCategory("all")),
+			}, inCategory("all"), func(r *registry.Resource) { r.Printer = statefulSetPrinter() }), statefulSetScale{}),
 		stored(st, "storageclasses", "StorageClass", []string{"sc"}, false, false, func() runtime.Object { return &storagev1.StorageClass{} },
 			func() runtime.Object { return &storagev1.StorageClassList{} }, &strategy{
 				defaults: func(obj runtime.Object) {

@@ -18,6 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -34,6 +36,52 @@ const BurstReplicas = 500
 // controllerKind is written into the ownerReferences of the pods a ReplicaSet creates.
 var controllerKind = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
 
+// Owners is the kind of object a Controller reconciles, seen as ReplicaSets: ReplicaSets
+// themselves, or ReplicationControllers through an adapter, as kube-controller-manager's
+// replication manager runs the ReplicaSet controller's code over converted objects.
+type Owners struct {
+	// Kind is the owners' group/version/kind, written into the ownerReferences of the
+	// pods the controller creates and matched against those of the pods it finds.
+	Kind schema.GroupVersionKind
+	// Lister reads owners from the informer's cache.
+	Lister OwnerLister
+	// Informer delivers the owners, as *appsv1.ReplicaSet, to the controller's handlers.
+	Informer OwnerInformer
+	// Get reads one owner from the API server (a quorum read before adopting pods).
+	Get func(ctx context.Context, namespace, name string) (*appsv1.ReplicaSet, error)
+	// UpdateStatus writes an owner's status and returns the owner as stored.
+	UpdateStatus func(ctx context.Context, rs *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error)
+	// EventObject is the object events about an owner are recorded on (the original
+	// kind, so that `kubectl describe` of it shows them).
+	EventObject func(rs *appsv1.ReplicaSet) runtime.Object
+}
+
+// OwnerLister reads owners, as ReplicaSets, from a cache.
+type OwnerLister interface {
+	ReplicaSets(namespace string) appslisters.ReplicaSetNamespaceLister
+}
+
+// OwnerInformer is the part of a shared informer the controller uses.
+type OwnerInformer interface {
+	AddEventHandler(handler cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+	HasSynced() bool
+}
+
+// replicaSetOwners is Owners for ReplicaSets themselves.
+func replicaSetOwners(client kubernetes.Interface, factory informers.SharedInformerFactory) *Owners {
+	inf := factory.Apps().V1().ReplicaSets()
+	return &Owners{
+		Kind: controllerKind, Lister: inf.Lister(), Informer: inf.Informer(),
+		Get: func(ctx context.Context, ns, name string) (*appsv1.ReplicaSet, error) {
+			return client.AppsV1().ReplicaSets(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		UpdateStatus: func(ctx context.Context, rs *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
+			return client.AppsV1().ReplicaSets(rs.Namespace).UpdateStatus(ctx, rs, metav1.UpdateOptions{})
+		},
+		EventObject: func(rs *appsv1.ReplicaSet) runtime.Object { return rs },
+	}
+}
+
 // Options tunes a Controller; the zero value is Kubernetes' behaviour.
 type Options struct {
 	// BurstReplicas caps creations/deletions per sync (default BurstReplicas).
@@ -46,12 +94,17 @@ type Options struct {
 	// Recorder receives Kubernetes' events (SuccessfulCreate, FailedCreate,
 	// SuccessfulDelete); nil = none.
 	Recorder record.EventRecorder
+	// Owners is what the controller reconciles (default ReplicaSets from the factory).
+	Owners *Owners
+	// Name names the controller in logs and its queue (default "replicaset").
+	Name string
 }
 
 // Controller reconciles ReplicaSets.
 type Controller struct {
 	client       kubernetes.Interface
-	rsLister     appslisters.ReplicaSetLister
+	owners       *Owners
+	rsLister     OwnerLister
 	podLister    corelisters.PodLister
 	rsSynced     cache.InformerSynced
 	podSynced    cache.InformerSynced
@@ -59,10 +112,12 @@ type Controller struct {
 	expectations *Expectations
 	burst        int
 	log          *slog.Logger
+	name         string
 	recorder     record.EventRecorder
 }
 
-// New returns a ReplicaSet controller fed by factory's ReplicaSet and Pod informers.
+// New returns a ReplicaSet controller fed by factory's ReplicaSet (or opts.Owners) and Pod
+// informers.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, opts Options) (*Controller, error) {
 	if opts.BurstReplicas <= 0 {
 		opts.BurstReplicas = BurstReplicas
@@ -70,24 +125,30 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, o
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	rsInf := factory.Apps().V1().ReplicaSets()
+	if opts.Owners == nil {
+		opts.Owners = replicaSetOwners(client, factory)
+	}
+	if opts.Name == "" {
+		opts.Name = "replicaset"
+	}
 	podInf := factory.Core().V1().Pods()
 	c := &Controller{
-		client: client, rsLister: rsInf.Lister(), podLister: podInf.Lister(),
-		rsSynced: rsInf.Informer().HasSynced, podSynced: podInf.Informer().HasSynced,
+		client: client, owners: opts.Owners, rsLister: opts.Owners.Lister, podLister: podInf.Lister(),
+		rsSynced: opts.Owners.Informer.HasSynced, podSynced: podInf.Informer().HasSynced,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "replicaset"}),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: opts.Name}),
 		expectations: NewExpectations(nil),
 		burst:        opts.BurstReplicas,
-		log:          opts.Logger.With("controller", "replicaset"),
+		log:          opts.Logger.With("controller", opts.Name),
+		name:         opts.Name,
 		recorder:     opts.Recorder,
 	}
-	if _, err := rsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := opts.Owners.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueRS,
 		UpdateFunc: c.updateRS,
 		DeleteFunc: c.deleteRS,
 	}); err != nil {
-		return nil, fmt.Errorf("adding ReplicaSet handler: %w", err)
+		return nil, fmt.Errorf("adding %s handler: %w", opts.Owners.Kind.Kind, err)
 	}
 	var podHandler cache.ResourceEventHandler = cache.ResourceEventHandlerFuncs{
 		AddFunc: c.addPod, UpdateFunc: c.updatePod, DeleteFunc: c.deletePod,
@@ -103,7 +164,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, o
 
 // Run syncs ReplicaSets with workers goroutines until ctx ends, then waits for them.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	worker.Run(ctx, c.queue, workers, []cache.InformerSynced{c.rsSynced, c.podSynced}, c.sync, c.log, "replicaset")
+	worker.Run(ctx, c.queue, workers, []cache.InformerSynced{c.rsSynced, c.podSynced}, c.sync, c.log, c.name)
 }
 
 func keyOf(obj metav1.Object) string {
@@ -144,7 +205,7 @@ func (c *Controller) deleteRS(obj any) {
 
 // resolveControllerRef returns the ReplicaSet ref points to, if it is the one we know.
 func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference) *appsv1.ReplicaSet {
-	if ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
+	if ref.Kind != c.owners.Kind.Kind || ref.APIVersion != c.owners.Kind.GroupVersion().String() {
 		return nil
 	}
 	rs, err := c.rsLister.ReplicaSets(ns).Get(ref.Name)
@@ -286,24 +347,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 	}
 	m := &controllerref.Manager[*corev1.Pod]{
-		Owner: rs, Kind: controllerKind, Selector: sel,
-		CanAdopt: func(ctx context.Context) error {
-			fresh, err := c.client.AppsV1().ReplicaSets(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return fmt.Errorf("re-reading ReplicaSet: %w", err)
-			}
-			if fresh.UID != rs.UID {
-				return fmt.Errorf("ReplicaSet %s was recreated (uid %s, want %s)", key, fresh.UID, rs.UID)
-			}
-			if fresh.DeletionTimestamp != nil {
-				return fmt.Errorf("ReplicaSet %s is being deleted", key)
-			}
-			return nil
-		},
-		Patch: func(ctx context.Context, pod string, patch []byte) error {
-			_, err := c.client.CoreV1().Pods(ns).Patch(ctx, pod, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-			return err
-		},
+		Owner: rs, Kind: c.owners.Kind, Selector: sel,
+		CanAdopt: controllerref.Recheck(rs, c.owners.Kind.Kind, func(ctx context.Context) (*appsv1.ReplicaSet, error) {
+			return c.owners.Get(ctx, ns, name)
+		}),
+		Patch: controllerref.PodPatcher(c.client, ns),
 	}
 	pods, err := m.Claim(ctx, active)
 	if err != nil {
@@ -415,7 +463,7 @@ func (c *Controller) relatedPods(rs *appsv1.ReplicaSet, active []*corev1.Pod) []
 
 // createPod creates one pod from rs's template, controlled by rs.
 func (c *Controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error {
-	pod := PodFromTemplate(rs)
+	pod := podFromTemplate(rs, c.owners.Kind)
 	created, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		c.event(rs, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
@@ -428,12 +476,17 @@ func (c *Controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error
 // event records a Kubernetes event about rs, if the controller has a recorder.
 func (c *Controller) event(rs *appsv1.ReplicaSet, eventtype, reason, format string, args ...any) {
 	if c.recorder != nil {
-		c.recorder.Eventf(rs, eventtype, reason, format, args...)
+		c.recorder.Eventf(c.owners.EventObject(rs), eventtype, reason, format, args...)
 	}
 }
 
 // PodFromTemplate returns the pod rs would create.
 func PodFromTemplate(rs *appsv1.ReplicaSet) *corev1.Pod {
+	return podFromTemplate(rs, controllerKind)
+}
+
+// podFromTemplate returns the pod rs would create, controlled by rs as an object of kind.
+func podFromTemplate(rs *appsv1.ReplicaSet, kind schema.GroupVersionKind) *corev1.Pod {
 	t := rs.Spec.Template.DeepCopy()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -442,7 +495,7 @@ func PodFromTemplate(rs *appsv1.ReplicaSet) *corev1.Pod {
 			Labels:          t.Labels,
 			Annotations:     t.Annotations,
 			Finalizers:      t.Finalizers,
-			OwnerReferences: []metav1.OwnerReference{*controllerref.NewControllerRef(rs, controllerKind)},
+			OwnerReferences: []metav1.OwnerReference{*controllerref.NewControllerRef(rs, kind)},
 		},
 		Spec: t.Spec,
 	}
@@ -516,16 +569,16 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, st
 	for i := 0; ; i++ {
 		rs.Status = st
 		var out *appsv1.ReplicaSet
-		out, err = c.client.AppsV1().ReplicaSets(rs.Namespace).UpdateStatus(ctx, rs, metav1.UpdateOptions{})
+		out, err = c.owners.UpdateStatus(ctx, rs)
 		if err == nil {
 			return out, nil
 		}
 		if i >= 1 || !apierrors.IsConflict(err) {
 			break
 		}
-		fresh, gerr := c.client.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
+		fresh, gerr := c.owners.Get(ctx, rs.Namespace, rs.Name)
 		if gerr != nil {
-			return nil, fmt.Errorf("re-reading ReplicaSet %s: %w", rs.Name, gerr)
+			return nil, fmt.Errorf("re-reading %s %s: %w", c.owners.Kind.Kind, rs.Name, gerr)
 		}
 		if fresh.UID != rs.UID {
 			return rs, nil // recreated under the same name: the new one gets its own sync
@@ -534,5 +587,5 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, st
 		st.ObservedGeneration = fresh.Generation
 		rs = fresh
 	}
-	return nil, fmt.Errorf("updating status of ReplicaSet %s: %w", rs.Name, err)
+	return nil, fmt.Errorf("updating status of %s %s: %w", c.owners.Kind.Kind, rs.Name, err)
 }

@@ -63,6 +63,14 @@ func (e *Expectations) ExpectDeletions(key string, podKeys []string) {
 	e.items[key] = &expectation{deletions: sets.New(podKeys...), timestamp: e.now()}
 }
 
+// Expect replaces key's record with adds expected creations and the pod keys expected to
+// be deleted, for controllers that do both in one sync.
+func (e *Expectations) Expect(key string, adds int, podKeys []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.items[key] = &expectation{add: adds, deletions: sets.New(podKeys...), timestamp: e.now()}
+}
+
 // CreationObserved lowers key's expected creations by one (an informer saw a pod, or a create
 // was skipped or failed).
 func (e *Expectations) CreationObserved(key string) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Manager claims objects of type T for one owner.
@@ -138,4 +139,30 @@ func joinErrs(errs []error) error {
 		return errs[0]
 	}
 	return fmt.Errorf("%w (and %d more)", errs[0], len(errs)-1)
+}
+
+// Recheck returns a CanAdopt for owner (of kind) that re-reads it through get and fails
+// when it was recreated under the same name or is being deleted.
+func Recheck[T metav1.Object](owner metav1.Object, kind string, get func(ctx context.Context) (T, error)) func(context.Context) error {
+	return func(ctx context.Context) error {
+		fresh, err := get(ctx)
+		if err != nil {
+			return fmt.Errorf("re-reading %s: %w", kind, err)
+		}
+		if fresh.GetUID() != owner.GetUID() {
+			return fmt.Errorf("%s %s/%s was recreated (uid %s, want %s)", kind, owner.GetNamespace(), owner.GetName(), fresh.GetUID(), owner.GetUID())
+		}
+		if fresh.GetDeletionTimestamp() != nil {
+			return fmt.Errorf("%s %s/%s is being deleted", kind, owner.GetNamespace(), owner.GetName())
+		}
+		return nil
+	}
+}
+
+// PodPatcher returns a Manager's Patch for the pods of namespace ns.
+func PodPatcher(client kubernetes.Interface, ns string) func(ctx context.Context, name string, patch []byte) error {
+	return func(ctx context.Context, name string, patch []byte) error {
+		_, err := client.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		return err
+	}
 }
