@@ -459,6 +459,9 @@ func (s *Server) serve(d endpoints.Definition) (*served, error) {
 		// serves custom resources.
 		codecs = codecs.WithoutProtobuf()
 	}
+	if res.NoTable {
+		codecs = codecs.WithoutTable()
+	}
 	fields, err := fieldManagers(s.scheme, s.typeConverter, res)
 	if err != nil {
 		return nil, err

@@ -94,6 +94,9 @@ type Resource struct {
 	// CheckWrite, when set, runs after validation on create (old nil) and update; its error
 	// is returned as is (RBAC's escalation check answers 403 Forbidden).
 	CheckWrite func(ctx context.Context, obj, old runtime.Object) error
+	// NoTable, when set, refuses Table output with 406 Not Acceptable: the resource has
+	// no Table form, as Kubernetes' access and token reviews have no table convertor.
+	NoTable bool
 	// Verbs, when set, are the only verbs served and listed in discovery (create-only
 	// reviews); nil = every verb.
 	Verbs []string

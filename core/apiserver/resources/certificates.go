@@ -37,7 +37,8 @@ var csrUsages = []string{
 }
 
 // Certificates returns the certificates.k8s.io/v1 resources: CertificateSigningRequests
-// with their status (written by signers) and approval (written by approvers) subresources.
+// with their status (written by signers) and approval (written by approvers) subresources,
+// ClusterTrustBundles, and PodCertificateRequests with their status subresource.
 func Certificates() []Definition {
 	gv := certificatesv1.SchemeGroupVersion
 	return []Definition{{
@@ -72,7 +73,7 @@ func Certificates() []Definition {
 				}},
 			}
 		},
-	}}
+	}, clusterTrustBundles(), podCertificateRequests()}
 }
 
 // csrPrinter renders `kubectl get csr` as Kubernetes does.
