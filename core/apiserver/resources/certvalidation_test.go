@@ -132,7 +132,7 @@ func TestValidatePodCertificateRequestStatus(t *testing.T) {
 		return certificatesv1.PodCertificateRequestStatus{CertificateChain: chain,
 			NotBefore: ptr.To(metav1.NewTime(notBefore)), NotAfter: ptr.To(metav1.NewTime(notBefore.Add(time.Hour))),
 			BeginRefreshAt: ptr.To(metav1.NewTime(refresh)),
-			Conditions: []metav1.Condition{{Type: "Issued", Status: metav1.ConditionTrue, Reason: "Issued", LastTransitionTime: metav1.NewTime(now)}}}
+			Conditions:     []metav1.Condition{{Type: "Issued", Status: metav1.ConditionTrue, Reason: "Issued", LastTransitionTime: metav1.NewTime(now)}}}
 	}
 	good := issued(testCert(t, key, false, notBefore, time.Hour), notBefore.Add(15*time.Minute))
 	for _, tc := range []struct {
