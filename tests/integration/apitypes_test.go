@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -9,6 +10,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,14 +19,17 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -108,6 +113,54 @@ func TestAPITypes(t *testing.T) {
 	t.Run("pod certificate status", func(t *testing.T) { testPodCertificateStatus(t, cs, ns) })
 	t.Run("table of a review", func(t *testing.T) { testReviewTable(t, cs) })
 	t.Run("events through both APIs", func(t *testing.T) { testEventVersions(t, cs, ns) })
+	t.Run("attest for a signer", func(t *testing.T) { testAttest(t, srv, cs) })
+}
+
+// testAttest: a user who may create ClusterTrustBundles writes a signer's bundle only
+// once granted "attest" on the signer (here on all of its domain).
+func testAttest(t *testing.T, srv *testserver.Server, cs kubernetes.Interface) {
+	ctx := ctxFor(t)
+	ca, _ := testCA(t)
+	rule := rbacv1.PolicyRule{Verbs: []string{"create"}, APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"clustertrustbundles"}}
+	role, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "apitypes-ctb-writer"},
+		Rules: []rbacv1.PolicyRule{rule}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "apitypes-ctb-writer"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "ctb-writer"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := srv.Config(false)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "ctb-writer"}
+	writer := testserver.NewClientset(t, cfg).CertificatesV1().ClusterTrustBundles()
+	bundle := func(name, signer string) *certificatesv1.ClusterTrustBundle {
+		return &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: signer, TrustBundle: ca}}
+	}
+	created := func(b *certificatesv1.ClusterTrustBundle) func(ctx context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			_, err := writer.Create(ctx, b, metav1.CreateOptions{})
+			return err == nil, nil
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, created(bundle("apitypes-plain", ""))); err != nil {
+		t.Fatalf("the writer never created a bundle without a signer: %v", err)
+	}
+	_, err = writer.Create(ctx, bundle("example.com:attested:v1", "example.com/attested"), metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `user not permitted to attest for signerName "example.com/attested"`) {
+		t.Fatalf("signer bundle without attest: %v, want 403", err)
+	}
+	role.Rules = append(role.Rules, rbacv1.PolicyRule{Verbs: []string{"attest"}, APIGroups: []string{"certificates.k8s.io"},
+		Resources: []string{"signers"}, ResourceNames: []string{"example.com/*"}})
+	if _, err := cs.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true,
+		created(bundle("example.com:attested:v1", "example.com/attested"))); err != nil {
+		t.Fatalf("the writer never created the signer's bundle after the grant: %v", err)
+	}
 }
 
 func testAPITypesInvalid(t *testing.T, cs kubernetes.Interface, ns string) {

@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -12,9 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmplane/wasmplane/core/authn"
+	"github.com/wasmplane/wasmplane/core/authz"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 )
@@ -223,6 +228,52 @@ func TestValidatePodSpecSysctlsAndPodCertificates(t *testing.T) {
 			tc.spec(spec)
 			if errs := validatePodSpec(spec, field.NewPath("spec")); !errorsMention(errs, tc.want) {
 				t.Errorf("errors %v, want one mentioning %q", errs, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckAttest(t *testing.T) {
+	key := testKey(t)
+	ca := testCert(t, key, true, time.Now(), time.Hour)
+	// The authorizer lets alice attest for example.com/a and bob for all of example.com.
+	a := authz.AuthorizerFunc(func(_ context.Context, at authz.Attributes) (authz.Decision, string, error) {
+		if at.Verb != "attest" || at.Resource != "signers" || at.APIGroup != "certificates.k8s.io" {
+			return authz.DecisionNoOpinion, "", nil
+		}
+		if (at.User.Name == "alice" && at.Name == "example.com/a") || (at.User.Name == "bob" && at.Name == "example.com/*") {
+			return authz.DecisionAllow, "", nil
+		}
+		return authz.DecisionNoOpinion, "", nil
+	})
+	bundle := func(signer string) *certificatesv1.ClusterTrustBundle {
+		name := "plain"
+		if signer != "" {
+			name = strings.ReplaceAll(signer, "/", ":") + ":v1"
+		}
+		return &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: signer, TrustBundle: ca}}
+	}
+	relabeled := bundle("example.com/b")
+	relabeled.OwnerReferences = []metav1.OwnerReference{{Name: "owner"}}
+	for _, tc := range []struct {
+		name, user string
+		obj        *certificatesv1.ClusterTrustBundle
+		old        runtime.Object
+		wantErr    bool
+	}{
+		{name: "no signer needs nothing", user: "carol", obj: bundle("")},
+		{name: "signer named", user: "alice", obj: bundle("example.com/a")},
+		{name: "signer not named", user: "alice", obj: bundle("example.com/b"), wantErr: true},
+		{name: "domain wildcard", user: "bob", obj: bundle("example.com/b")},
+		{name: "nobody", user: "carol", obj: bundle("example.com/a"), wantErr: true},
+		{name: "garbage collector fields only", user: "carol", obj: relabeled, old: bundle("example.com/b")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := authn.WithUser(context.Background(), &authn.User{Name: tc.user})
+			err := checkAttest(ctx, a, tc.obj, tc.old)
+			if (err != nil) != tc.wantErr || (err != nil && !apierrors.IsForbidden(err)) {
+				t.Errorf("err = %v, want error: %v", err, tc.wantErr)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
@@ -10,7 +11,11 @@ import (
 
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
+	"github.com/wasmplane/wasmplane/core/authn"
+	"github.com/wasmplane/wasmplane/core/authz"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/api/validation/path"
 	"k8s.io/apimachinery/pkg/fields"
@@ -24,9 +29,11 @@ import (
 const maxTrustBundleSize = 1 << 20
 
 // clusterTrustBundles is certificates.k8s.io/v1 ClusterTrustBundle: cluster-scoped sets of
-// trust anchors, optionally tied to a signer, whose name then carries the signer's.
-func clusterTrustBundles() Definition {
-	return stored(certificatesv1.SchemeGroupVersion, "clustertrustbundles", "ClusterTrustBundle", nil, false, false,
+// trust anchors, optionally tied to a signer, whose name then carries the signer's. With
+// an authorizer, a write of a signer's bundle needs "attest" on that signer (Kubernetes'
+// ClusterTrustBundleAttest admission).
+func clusterTrustBundles(a authz.Authorizer) Definition {
+	d := stored(certificatesv1.SchemeGroupVersion, "clustertrustbundles", "ClusterTrustBundle", nil, false, false,
 		func() runtime.Object { return &certificatesv1.ClusterTrustBundle{} },
 		func() runtime.Object { return &certificatesv1.ClusterTrustBundleList{} },
 		&strategy{
@@ -66,6 +73,40 @@ func clusterTrustBundles() Definition {
 				},
 			}
 		})
+	if a != nil {
+		d.Resource.CheckWrite = func(ctx context.Context, obj, old runtime.Object) error {
+			return checkAttest(ctx, a, obj.(*certificatesv1.ClusterTrustBundle), old)
+		}
+	}
+	return d
+}
+
+// checkAttest lets a user write a signer's trust bundle only with the "attest" verb on
+// certificates.k8s.io signers, named for the signer or for all of its domain
+// ("example.com/*"). A bundle without a signer, and an update that changes nothing but
+// what the garbage collector and field managers write, need no permission.
+func checkAttest(ctx context.Context, a authz.Authorizer, b *certificatesv1.ClusterTrustBundle, old runtime.Object) error {
+	if b.Spec.SignerName == "" {
+		return nil
+	}
+	if o, ok := old.(*certificatesv1.ClusterTrustBundle); ok && o != nil {
+		cp := b.DeepCopy()
+		cp.OwnerReferences, cp.Finalizers, cp.ManagedFields, cp.ResourceVersion = o.OwnerReferences, o.Finalizers, o.ManagedFields, o.ResourceVersion
+		if apiequality.Semantic.DeepEqual(cp, o) {
+			return nil
+		}
+	}
+	u, _ := authn.UserFrom(ctx)
+	domain, _, _ := strings.Cut(b.Spec.SignerName, "/")
+	for _, name := range []string{b.Spec.SignerName, domain + "/*"} {
+		d, _, err := a.Authorize(ctx, authz.Attributes{User: u, Verb: "attest", ResourceRequest: true,
+			APIGroup: certificatesv1.GroupName, APIVersion: "*", Resource: "signers", Name: name})
+		if err == nil && d == authz.DecisionAllow {
+			return nil
+		}
+	}
+	return apierrors.NewForbidden(certificatesv1.Resource("clustertrustbundles"), b.Name,
+		fmt.Errorf("user not permitted to attest for signerName %q", b.Spec.SignerName))
 }
 
 // validateClusterTrustBundle follows Kubernetes' ValidateClusterTrustBundle: the name
