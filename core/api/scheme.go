@@ -25,6 +25,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -53,6 +54,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		schedulingv1.AddToScheme,
 		policyv1.AddToScheme,
 		storagev1.AddToScheme,
+		storagemigrationv1.AddToScheme,
 		resourcev1.AddToScheme,
 		metav1.AddMetaToScheme,
 		wasmv1alpha1.AddToScheme,

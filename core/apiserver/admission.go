@@ -11,6 +11,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	"github.com/wasmplane/wasmplane/core/apiserver/resources"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,8 +21,9 @@ import (
 
 // builtinAdmission builds the admission chain with Kubernetes' default built-in plugins,
 // in Kubernetes' order, reading s's registry: mutating NamespaceLifecycle, LimitRanger,
-// ServiceAccount, DefaultTolerationSeconds, Priority, then the dynamic (WASM) mutators;
-// validating LimitRanger, ServiceAccount, Priority, then the dynamic validators, and
+// ServiceAccount, DefaultTolerationSeconds, Priority, RuntimeClass, then the dynamic (WASM)
+// mutators; validating LimitRanger, ServiceAccount, Priority, RuntimeClass, then the
+// dynamic validators, and
 // ResourceQuota last of all — as kube-apiserver runs it after the webhooks — so that a
 // quota is charged only once every other plugin has admitted the request. wasmplane's
 // own WasmPluginLimits (ceilings for tenants' plugins) and WasmModuleAccess (a tenant
@@ -31,11 +33,12 @@ func builtinAdmission(s *Server, cfg *Config) registry.Admission {
 	sa := &plugins.ServiceAccount{Accounts: r}
 	lr := &plugins.LimitRanger{Ranges: r}
 	pr := &plugins.Priority{Classes: r}
+	rc := &plugins.RuntimeClass{Classes: r}
 	pl := &plugins.PluginLimits{Ceilings: cfg.PluginCeilings.WithDefaults(), Plugins: r}
 	ma := &plugins.ModuleAccess{Modules: r, Authorize: userAuthorizer(cfg.Authorizer)}
 	return &admission.Chain{
-		Mutating:   []admission.Mutator{lifecycleMutator{namespaceLifecycle{s}}, lr, sa, plugins.DefaultTolerationSeconds{}, pr, pl},
-		Validating: []admission.Validator{lr, sa, pr, pl, ma},
+		Mutating:   []admission.Mutator{lifecycleMutator{namespaceLifecycle{s}}, lr, sa, plugins.DefaultTolerationSeconds{}, pr, rc, pl},
+		Validating: []admission.Validator{lr, sa, pr, rc, pl, ma},
 		Sources:    cfg.AdmissionSources,
 		Final:      []admission.Validator{&plugins.ResourceQuota{Quotas: r}},
 	}
@@ -187,6 +190,17 @@ func (r registryReader) ListPriorityClasses(ctx context.Context, fresh bool) ([]
 		return nil, err
 	}
 	return obj.(*schedulingv1.PriorityClassList).Items, nil
+}
+
+// GetRuntimeClass implements plugins.RuntimeClassGetter: a class missing from the watch
+// cache is read from etcd, as Kubernetes' plugin does, so a class created an instant
+// before its first pod is found.
+func (r registryReader) GetRuntimeClass(ctx context.Context, name string) (*nodev1.RuntimeClass, error) {
+	obj, err := r.getFresh(ctx, nodev1.Resource("runtimeclasses"), "", name)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*nodev1.RuntimeClass), nil
 }
 
 // ListQuotas implements plugins.QuotaAccessor.

@@ -442,8 +442,11 @@ func (s *Server) serve(d endpoints.Definition) (*served, error) {
 	st := d.Storage
 	if st == nil {
 		var err error
-		if st, err = s.newStorage(res, res.StoragePrefix); err != nil {
+		if st, err = s.newStorage(registry.StoredResource(res), res.StoragePrefix); err != nil {
 			return nil, fmt.Errorf("storage for %s: %w", res.GroupResource(), err)
+		}
+		if res.StoredAs != nil {
+			st = registry.NewConvertingStorage(st, res.StoredAs)
 		}
 	}
 	store := registry.NewStore(res, st, res.StoragePrefix)
@@ -458,6 +461,9 @@ func (s *Server) serve(d endpoints.Definition) (*served, error) {
 		// Unstructured objects have no protobuf form: JSON and YAML only, as Kubernetes
 		// serves custom resources.
 		codecs = codecs.WithoutProtobuf()
+	}
+	if res.NoTable {
+		codecs = codecs.WithoutTable()
 	}
 	fields, err := fieldManagers(s.scheme, s.typeConverter, res)
 	if err != nil {

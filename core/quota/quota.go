@@ -5,6 +5,7 @@ package quota
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -41,6 +42,13 @@ var constrainedNames = sets.New[corev1.ResourceName](
 	corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceRequestsCPU, corev1.ResourceRequestsMemory,
 	corev1.ResourceLimitsCPU, corev1.ResourceLimitsMemory,
 )
+
+// servicesGR is the group resource of Services.
+var servicesGR = schema.GroupResource{Resource: "services"}
+
+// ServiceNames are the names a Service is charged for besides its count: the node ports
+// it opens and whether it asks for a load balancer.
+var ServiceNames = sets.New(corev1.ResourceServicesNodePorts, corev1.ResourceServicesLoadBalancers)
 
 // CountName is the count/<resource>[.<group>] name of a resource.
 func CountName(gr schema.GroupResource) corev1.ResourceName {
@@ -84,6 +92,31 @@ func Names(gr schema.GroupResource) sets.Set[corev1.ResourceName] {
 		out = out.Union(podComputeNames)
 	case WasmPlugins:
 		out.Insert(PluginMemory)
+	case servicesGR:
+		out = out.Union(ServiceNames)
+	}
+	return out
+}
+
+// ServiceUsage is what a Service costs in ServiceNames, as Kubernetes' service evaluator
+// counts it: a NodePort Service one node port per port, a LoadBalancer Service one load
+// balancer and (unless it allocates none) one node port per port. Zero costs are left out.
+func ServiceUsage(svc *corev1.Service) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	ports := *resource.NewQuantity(int64(len(svc.Spec.Ports)), resource.DecimalSI)
+	switch svc.Spec.Type {
+	case corev1.ServiceTypeNodePort:
+		out[corev1.ResourceServicesNodePorts] = ports
+	case corev1.ServiceTypeLoadBalancer:
+		out[corev1.ResourceServicesLoadBalancers] = *resource.NewQuantity(1, resource.DecimalSI)
+		if svc.Spec.AllocateLoadBalancerNodePorts == nil || *svc.Spec.AllocateLoadBalancerNodePorts {
+			out[corev1.ResourceServicesNodePorts] = ports
+		}
+	}
+	for n, q := range out {
+		if q.IsZero() {
+			delete(out, n)
+		}
 	}
 	return out
 }
@@ -94,9 +127,24 @@ func PluginMemoryOf(p *wasmv1.WasmPlugin) resource.Quantity {
 }
 
 // UpdateUsage is what an update of an object of gr adds to its namespace's usage: a
-// WasmPlugin whose limits grow costs the growth in PluginMemory; nothing else changes
+// WasmPlugin whose limits grow costs the growth in PluginMemory, a Service the node ports
+// and load balancer it gains (a ClusterIP Service turned NodePort); nothing else changes
 // its cost on update.
 func UpdateUsage(gr schema.GroupResource, old, obj runtime.Object) corev1.ResourceList {
+	if os, ok := old.(*corev1.Service); ok && gr == servicesGR {
+		ns, ok := obj.(*corev1.Service)
+		if !ok {
+			return nil
+		}
+		before, out := ServiceUsage(os), corev1.ResourceList{}
+		for n, q := range ServiceUsage(ns) {
+			q.Sub(before[n])
+			if q.Sign() > 0 {
+				out[n] = q
+			}
+		}
+		return out
+	}
 	op, ok1 := old.(*wasmv1.WasmPlugin)
 	np, ok2 := obj.(*wasmv1.WasmPlugin)
 	if gr != WasmPlugins || !ok1 || !ok2 {
@@ -111,7 +159,8 @@ func UpdateUsage(gr schema.GroupResource, old, obj runtime.Object) corev1.Resour
 }
 
 // Usage is what one object of gr costs. Every object costs one count/<resource>; a pod
-// also costs "pods" and its compute resources unless it is terminal (Kubernetes' rule).
+// also costs "pods" and its compute resources unless it is terminal (Kubernetes' rule);
+// a Service its ServiceUsage.
 func Usage(gr schema.GroupResource, obj runtime.Object, now time.Time) corev1.ResourceList {
 	out := corev1.ResourceList{CountName(gr): *resource.NewQuantity(1, resource.DecimalSI)}
 	if pod, ok := obj.(*corev1.Pod); ok && gr.Resource == "pods" && gr.Group == "" {
@@ -133,6 +182,9 @@ func Usage(gr schema.GroupResource, obj runtime.Object, now time.Time) corev1.Re
 	}
 	if p, ok := obj.(*wasmv1.WasmPlugin); ok && gr == WasmPlugins {
 		out[PluginMemory] = PluginMemoryOf(p)
+	}
+	if svc, ok := obj.(*corev1.Service); ok && gr == servicesGR {
+		maps.Copy(out, ServiceUsage(svc))
 	}
 	if n, ok := classicNames[gr]; ok {
 		out[n] = *resource.NewQuantity(1, resource.DecimalSI)

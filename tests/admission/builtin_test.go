@@ -356,4 +356,5 @@ func TestBuiltinResourceQuota(t *testing.T) {
 	if c := q.Status.Used["count/configmaps"]; c.Value() < 1 {
 		t.Fatalf("count/configmaps used = %s", c.String())
 	}
+	t.Run("services", func(t *testing.T) { testServiceQuota(t, s) })
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/wasmplane/wasmplane/core/admission"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -19,6 +20,7 @@ type fakeReader struct {
 	accounts map[string]*corev1.ServiceAccount
 	classes  []schedulingv1.PriorityClass
 	ranges   []corev1.LimitRange
+	runtimes []nodev1.RuntimeClass
 
 	mu      sync.Mutex
 	quotas  map[string]*corev1.ResourceQuota
@@ -42,6 +44,15 @@ func (f *fakeReader) GetPriorityClass(_ context.Context, name string) (*scheduli
 		}
 	}
 	return nil, apierrors.NewNotFound(schedulingv1.Resource("priorityclasses"), name)
+}
+
+func (f *fakeReader) GetRuntimeClass(_ context.Context, name string) (*nodev1.RuntimeClass, error) {
+	for i := range f.runtimes {
+		if f.runtimes[i].Name == name {
+			return f.runtimes[i].DeepCopy(), nil
+		}
+	}
+	return nil, apierrors.NewNotFound(nodev1.Resource("runtimeclasses"), name)
 }
 
 func (f *fakeReader) ListPriorityClasses(context.Context, bool) ([]schedulingv1.PriorityClass, error) {

@@ -18,6 +18,12 @@ func rq(name string, hard, used corev1.ResourceList) *corev1.ResourceQuota {
 		Spec: corev1.ResourceQuotaSpec{Hard: hard}, Status: corev1.ResourceQuotaStatus{Hard: hard, Used: used}}
 }
 
+// service is a Service of one port.
+func service(name string, typ corev1.ServiceType, allocateNodePorts *bool) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{Type: typ,
+		Ports: []corev1.ServicePort{{Port: 80}}, AllocateLoadBalancerNodePorts: allocateNodePorts}}
+}
+
 func TestResourceQuota(t *testing.T) {
 	cpuPod := pod(corev1.Container{Name: "c", Image: "i", Resources: corev1.ResourceRequirements{
 		Requests: rl("cpu", "500m", "memory", "64Mi"), Limits: rl("cpu", "1", "memory", "64Mi")}})
@@ -52,6 +58,15 @@ func TestResourceQuota(t *testing.T) {
 			quotas:   []*corev1.ResourceQuota{rq("a", rl("pods", "5"), rl("pods", "0")), rq("b", rl("count/pods", "1"), rl("count/pods", "1"))},
 			resource: "pods", obj: pod(), wantErr: `pods "p" is forbidden: exceeded quota: b, requested: count/pods=1, used: count/pods=1, limited: count/pods=1`,
 			wantUsed: map[string]corev1.ResourceList{"a": rl("pods", "0"), "b": rl("count/pods", "1")}},
+		{name: "node port service counted", quotas: []*corev1.ResourceQuota{rq("q", rl("services", "10", "services.nodeports", "1"), rl("services", "0", "services.nodeports", "0"))},
+			resource: "services", obj: service("np", corev1.ServiceTypeNodePort, nil),
+			wantUsed: map[string]corev1.ResourceList{"q": rl("services", "1", "services.nodeports", "1")}},
+		{name: "load balancer needs a node port", quotas: []*corev1.ResourceQuota{rq("q", rl("services.loadbalancers", "1", "services.nodeports", "1"), rl("services.loadbalancers", "0", "services.nodeports", "1"))},
+			resource: "services", obj: service("lb", corev1.ServiceTypeLoadBalancer, nil),
+			wantErr: `services "lb" is forbidden: exceeded quota: q, requested: services.nodeports=1, used: services.nodeports=1, limited: services.nodeports=1`},
+		{name: "load balancer without node ports", quotas: []*corev1.ResourceQuota{rq("q", rl("services.loadbalancers", "1", "services.nodeports", "1"), rl("services.loadbalancers", "0", "services.nodeports", "1"))},
+			resource: "services", obj: service("lb", corev1.ServiceTypeLoadBalancer, new(false)),
+			wantUsed: map[string]corev1.ResourceList{"q": rl("services.loadbalancers", "1", "services.nodeports", "1")}},
 		{name: "scoped quota ignores best-effort pod", quotas: []*corev1.ResourceQuota{func() *corev1.ResourceQuota {
 			q := rq("q", rl("pods", "0"), rl("pods", "0"))
 			q.Spec.Scopes = []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeNotBestEffort}

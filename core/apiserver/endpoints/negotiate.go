@@ -36,6 +36,8 @@ type Codecs struct {
 	// NoProtobuf refuses protobuf for objects (custom resources are JSON and YAML only, as
 	// in Kubernetes); Tables and object metadata may still be protobuf.
 	NoProtobuf bool
+	// NoTable refuses Table output (a resource without a Table form).
+	NoTable bool
 }
 
 // DecodeParams decodes query parameters into opts (ListOptions, DeleteOptions, …).
@@ -65,6 +67,13 @@ func (c *Codecs) infoFor(mediaType string) (runtime.SerializerInfo, bool) {
 func (c *Codecs) WithoutProtobuf() *Codecs {
 	cp := *c
 	cp.NoProtobuf = true
+	return &cp
+}
+
+// WithoutTable returns a copy of c that refuses Table output (NoTable).
+func (c *Codecs) WithoutTable() *Codecs {
+	cp := *c
+	cp.NoTable = true
 	return &cp
 }
 
@@ -105,7 +114,11 @@ func (c *Codecs) NegotiateOutput(req *http.Request) (Output, error) {
 				continue
 			}
 			switch as {
-			case "Table", "PartialObjectMetadata", "PartialObjectMetadataList":
+			case "Table":
+				if c.NoTable {
+					continue
+				}
+			case "PartialObjectMetadata", "PartialObjectMetadataList":
 			default:
 				continue
 			}

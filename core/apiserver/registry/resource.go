@@ -94,6 +94,9 @@ type Resource struct {
 	// CheckWrite, when set, runs after validation on create (old nil) and update; its error
 	// is returned as is (RBAC's escalation check answers 403 Forbidden).
 	CheckWrite func(ctx context.Context, obj, old runtime.Object) error
+	// NoTable, when set, refuses Table output with 406 Not Acceptable: the resource has
+	// no Table form, as Kubernetes' access and token reviews have no table convertor.
+	NoTable bool
 	// Verbs, when set, are the only verbs served and listed in discovery (create-only
 	// reviews); nil = every verb.
 	Verbs []string
@@ -131,10 +134,28 @@ type Resource struct {
 	// Traced keeps the journey of each created object for the trace subresource
 	// (`wasmplane trace`); the server gives the resource's store a trace store.
 	Traced bool
+	// StoredAs, when set, keeps the objects as another kind in that kind's storage: the
+	// resource is a second version of objects another resource serves (events.k8s.io/v1
+	// Events are core/v1 Events in storage, as in Kubernetes). StoragePrefix is then the
+	// other resource's.
+	StoredAs *StoredAs
 	// Allocator, when set, reserves what objects claim from pools shared by every object
 	// of the resource (a Service's cluster IP and node ports), as Kubernetes' BeginCreate,
 	// BeginUpdate and AfterDelete hooks do.
 	Allocator Allocator
+}
+
+// StoredAs is the kind a resource's objects are stored as, and how they convert.
+type StoredAs struct {
+	// NewFunc and NewListFunc make empty objects of the stored kind.
+	NewFunc, NewListFunc func() runtime.Object
+	// GetAttrs computes the stored kind's selector fields.
+	GetAttrs func(obj runtime.Object) (labels.Set, fields.Set, error)
+	// FieldLabels renames the resource's field selector labels to the stored kind's
+	// ("reportingController" is "reportingComponent"); a label not named is the same.
+	FieldLabels map[string]string
+	// ToStored and FromStored convert one object; each returns a new object.
+	ToStored, FromStored func(obj runtime.Object) (runtime.Object, error)
 }
 
 // Allocator reserves what an object claims from a shared pool around its write. Begin

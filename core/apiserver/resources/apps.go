@@ -17,7 +17,6 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -341,32 +340,6 @@ func Coordination() []Definition {
 	// revision it replaces (leader election depends on it).
 	d.Resource.AllowCreateOnUpdate = true
 	d.Resource.AllowUnconditionalUpdate = false
-	return []Definition{d}
-}
-
-// Events returns events.k8s.io/v1 resources. They are stored apart from core/v1
-// events (Kubernetes converts between the two; wasmplane does not yet).
-func Events() []Definition {
-	d := simple(eventsv1.SchemeGroupVersion, "events", "event", "Event", []string{"ev"},
-		func() runtime.Object { return &eventsv1.Event{} }, func() runtime.Object { return &eventsv1.EventList{} },
-		&strategy{validate: func(obj runtime.Object) field.ErrorList {
-			e := obj.(*eventsv1.Event)
-			var errs field.ErrorList
-			if e.EventTime.IsZero() {
-				errs = append(errs, field.Required(field.NewPath("eventTime"), ""))
-			}
-			if e.ReportingController == "" {
-				errs = append(errs, field.Required(field.NewPath("reportingController"), ""))
-			}
-			if e.Action == "" {
-				errs = append(errs, field.Required(field.NewPath("action"), ""))
-			}
-			if e.Reason == "" {
-				errs = append(errs, field.Required(field.NewPath("reason"), ""))
-			}
-			return errs
-		}, validateOnUpdate: true}, nil)
-	d.Resource.AllowCreateOnUpdate = true
 	return []Definition{d}
 }
 

@@ -23,7 +23,7 @@ func Authentication(review TokenReviewer) []Definition {
 	gv := authenticationv1.SchemeGroupVersion
 	defs := []Definition{
 		{Resource: &registry.Resource{AllowUnconditionalUpdate: true, GroupVersion: gv, Name: "selfsubjectreviews", SingularName: "selfsubjectreview", Kind: "SelfSubjectReview",
-			ListKind: "SelfSubjectReviewList", Verbs: []string{"create"}, NewFunc: func() runtime.Object { return &authenticationv1.SelfSubjectReview{} },
+			ListKind: "SelfSubjectReviewList", Verbs: []string{"create"}, NoTable: true, NewFunc: func() runtime.Object { return &authenticationv1.SelfSubjectReview{} },
 			NewListFunc: func() runtime.Object { return &metav1.List{} }, Strategy: &strategy{}},
 			CreateHandler: func(s *endpoints.Scope) endpoints.HandlerFunc {
 				return func(w http.ResponseWriter, req *http.Request, _ endpoints.Request) {
@@ -48,7 +48,7 @@ func Authentication(review TokenReviewer) []Definition {
 		return defs
 	}
 	return append(defs, Definition{Resource: &registry.Resource{AllowUnconditionalUpdate: true, GroupVersion: gv, Name: "tokenreviews", SingularName: "tokenreview", Kind: "TokenReview",
-		ListKind: "TokenReviewList", Verbs: []string{"create"}, NewFunc: func() runtime.Object { return &authenticationv1.TokenReview{} },
+		ListKind: "TokenReviewList", Verbs: []string{"create"}, NoTable: true, NewFunc: func() runtime.Object { return &authenticationv1.TokenReview{} },
 		NewListFunc: func() runtime.Object { return &metav1.List{} }, Strategy: &strategy{}},
 		CreateHandler: func(s *endpoints.Scope) endpoints.HandlerFunc {
 			return func(w http.ResponseWriter, req *http.Request, _ endpoints.Request) {

@@ -31,7 +31,7 @@ func Authorization(a authz.Authorizer, r authz.RuleResolver) []Definition {
 				Namespaced: namespaced, NewFunc: newFn,
 				// Nothing is ever stored; an empty generic list satisfies storage set-up.
 				NewListFunc: func() runtime.Object { return &metav1.List{} },
-				Strategy:    &strategy{}, Verbs: []string{"create"},
+				Strategy:    &strategy{}, Verbs: []string{"create"}, NoTable: true,
 			},
 			CreateHandler: func(s *endpoints.Scope) endpoints.HandlerFunc {
 				return func(w http.ResponseWriter, req *http.Request, rq endpoints.Request) {

@@ -77,8 +77,8 @@ func Builtins(cfg BuiltinConfig) []Definition {
 	var all []Definition
 	for _, group := range [][]Definition{
 		core, Endpoints(), Discovery(), Networking(), Apps(), Batch(), Coordination(), Events(), Wasmplane(cfg.Blobs), Initializers(), Policy(),
-		RBAC(cfg.Authorizer, cfg.RuleResolver), Certificates(), inputs, NodeAPI(),
-		Authorization(cfg.Authorizer, cfg.RuleResolver), Authentication(cfg.TokenReviewer),
+		RBAC(cfg.Authorizer, cfg.RuleResolver), Certificates(cfg.Authorizer), inputs, NodeAPI(),
+		Authorization(cfg.Authorizer, cfg.RuleResolver), Authentication(cfg.TokenReviewer), VolumeAttributes(), StorageMigration(),
 	} {
 		for _, d := range group {
 			if d.Resource.StoragePrefix == "" {

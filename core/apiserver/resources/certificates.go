@@ -15,6 +15,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	"github.com/wasmplane/wasmplane/core/authn"
+	"github.com/wasmplane/wasmplane/core/authz"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,8 +38,10 @@ var csrUsages = []string{
 }
 
 // Certificates returns the certificates.k8s.io/v1 resources: CertificateSigningRequests
-// with their status (written by signers) and approval (written by approvers) subresources.
-func Certificates() []Definition {
+// with their status (written by signers) and approval (written by approvers) subresources,
+// ClusterTrustBundles (whose signers' bundles a writes only with "attest" on the signer
+// when a is set), and PodCertificateRequests with their status subresource.
+func Certificates(a authz.Authorizer) []Definition {
 	gv := certificatesv1.SchemeGroupVersion
 	return []Definition{{
 		Resource: &registry.Resource{
@@ -72,7 +75,7 @@ func Certificates() []Definition {
 				}},
 			}
 		},
-	}}
+	}, clusterTrustBundles(a), podCertificateRequests()}
 }
 
 // csrPrinter renders `kubectl get csr` as Kubernetes does.

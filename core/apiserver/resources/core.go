@@ -366,17 +366,7 @@ func coreEvents() Definition {
 			}
 			return errs
 		}, validateOnUpdate: true},
-		GetAttrs: func(obj runtime.Object) (labels.Set, fields.Set, error) {
-			e := obj.(*corev1.Event)
-			return labels.Set(e.Labels), fields.Set{
-				"metadata.name": e.Name, "metadata.namespace": e.Namespace,
-				"involvedObject.kind": e.InvolvedObject.Kind, "involvedObject.namespace": e.InvolvedObject.Namespace,
-				"involvedObject.name": e.InvolvedObject.Name, "involvedObject.uid": string(e.InvolvedObject.UID),
-				"involvedObject.apiVersion": e.InvolvedObject.APIVersion, "involvedObject.resourceVersion": e.InvolvedObject.ResourceVersion,
-				"involvedObject.fieldPath": e.InvolvedObject.FieldPath, "reason": e.Reason, "reportingComponent": e.ReportingController,
-				"source": e.Source.Component, "type": e.Type,
-			}, nil
-		},
+		GetAttrs: coreEventAttrs,
 		FieldLabels: []string{"involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
 			"involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"},
 		Printer: eventPrinter(),

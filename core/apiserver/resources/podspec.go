@@ -209,7 +209,8 @@ func validatePodSpec(spec *corev1.PodSpec, path *field.Path) field.ErrorList {
 		}
 	}
 	errs = append(errs, validateTolerations(spec.Tolerations, path.Child("tolerations"))...)
-	return errs
+	errs = append(errs, validateSysctls(spec.SecurityContext, spec.HostNetwork, spec.HostIPC, path.Child("securityContext", "sysctls"))...)
+	return append(errs, validateProjectedVolumes(spec.Volumes, path.Child("volumes"))...)
 }
 
 // validateTolerations checks tolerations as pods' validation does; RuntimeClasses'

@@ -303,16 +303,28 @@ func SchedulingInputs() []Definition {
 					obj.(*resourcev1.ResourceClaim).Status = old.(*resourcev1.ResourceClaim).Status
 				},
 				validate: func(obj runtime.Object) field.ErrorList {
-					var errs field.ErrorList
-					for i, r := range obj.(*resourcev1.ResourceClaim).Spec.Devices.Requests {
-						errs = append(errs, dnsLabel(field.NewPath("spec", "devices", "requests").Index(i).Child("name"), r.Name)...)
-					}
-					return errs
+					return validateClaimSpec(&obj.(*resourcev1.ResourceClaim).Spec, field.NewPath("spec"))
 				},
 				// The spec of a claim is immutable in Kubernetes.
 				validateUpdate: func(obj, old runtime.Object) field.ErrorList {
 					c, o := obj.(*resourcev1.ResourceClaim), old.(*resourcev1.ResourceClaim)
 					return apimachineryvalidation.ValidateImmutableField(c.Spec, o.Spec, field.NewPath("spec"))
+				},
+			}),
+		// Templates, from which the claim controller makes a pod's claims; their spec is
+		// immutable in Kubernetes, as a claim's is.
+		stored(dra, "resourceclaimtemplates", "ResourceClaimTemplate", nil, true, false, func() runtime.Object { return &resourcev1.ResourceClaimTemplate{} },
+			func() runtime.Object { return &resourcev1.ResourceClaimTemplateList{} }, &strategy{
+				validate: func(obj runtime.Object) field.ErrorList {
+					t := obj.(*resourcev1.ResourceClaimTemplate)
+					p := field.NewPath("spec")
+					errs := validateLabelMap(t.Spec.Labels, p.Child("metadata", "labels"))
+					errs = append(errs, apimachineryvalidation.ValidateAnnotations(t.Spec.Annotations, p.Child("metadata", "annotations"))...)
+					return append(errs, validateClaimSpec(&t.Spec.Spec, p.Child("spec"))...)
+				},
+				validateUpdate: func(obj, old runtime.Object) field.ErrorList {
+					t, o := obj.(*resourcev1.ResourceClaimTemplate), old.(*resourcev1.ResourceClaimTemplate)
+					return apimachineryvalidation.ValidateImmutableField(t.Spec, o.Spec, field.NewPath("spec"))
 				},
 			}),
 		stored(dra, "resourceslices", "ResourceSlice", nil, false, false, func() runtime.Object { return &resourcev1.ResourceSlice{} },
@@ -369,6 +381,16 @@ func SchedulingInputs() []Definition {
 				validateOnUpdate: true,
 			}),
 	}
+}
+
+// validateClaimSpec checks a ResourceClaim spec's request names (DNS labels), which pods
+// and allocations refer to.
+func validateClaimSpec(spec *resourcev1.ResourceClaimSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, r := range spec.Devices.Requests {
+		errs = append(errs, dnsLabel(p.Child("devices", "requests").Index(i).Child("name"), r.Name)...)
+	}
+	return errs
 }
 
 // inCategory adds the resource to a category (such as "all").

@@ -222,6 +222,8 @@ type usageCache struct {
 	counts map[schema.GroupResource]int64
 	// memory is the namespace's WasmPlugin memory, once read.
 	memory *resource.Quantity
+	// services is what the namespace's Services cost in quota.ServiceNames, once read.
+	services corev1.ResourceList
 }
 
 func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1.ResourceList, error) {
@@ -231,6 +233,20 @@ func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1
 	for name := range q.Spec.Hard {
 		if quota.Names(podsGR).Has(name) {
 			needPods = true
+			continue
+		}
+		if quota.ServiceNames.Has(name) {
+			total := resource.MustParse("0")
+			if q.Spec.ScopeSelector == nil && len(q.Spec.Scopes) == 0 {
+				usage, err := u.serviceUsage(ctx)
+				if err != nil {
+					return nil, err
+				}
+				if v, ok := usage[name]; ok {
+					total = v
+				}
+			}
+			used[name] = total
 			continue
 		}
 		if name == quota.PluginMemory {
@@ -320,6 +336,29 @@ func (u *usageCache) count(ctx context.Context, gr schema.GroupResource) (int64,
 	n := int64(len(list.Items))
 	u.counts[gr] = n
 	return n, nil
+}
+
+// servicesGVR is the resource of Services.
+var servicesGVR = corev1.SchemeGroupVersion.WithResource("services")
+
+// serviceUsage sums what the namespace's Services cost in quota.ServiceNames. Their
+// type and ports are in the spec, so they are read whole rather than by metadata.
+func (u *usageCache) serviceUsage(ctx context.Context) (corev1.ResourceList, error) {
+	if u.services != nil {
+		return u.services, nil
+	}
+	list, err := u.c.client.CoreV1().Services(u.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing services of %s: %w", u.ns, err)
+	}
+	total := corev1.ResourceList{}
+	for i := range list.Items {
+		total = quota.Add(total, quota.ServiceUsage(&list.Items[i]))
+	}
+	// Deleted Services give their node ports and load balancers back at once.
+	u.c.watch(servicesGVR)
+	u.services = total
+	return total, nil
 }
 
 // wasmPluginsGVR is the served version of quota.WasmPlugins.
