@@ -318,7 +318,8 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 			}
 			return coerce(u)
 		}
-		st := &customresource.Versioned{Inner: cur.storage, Served: res.GroupVersion, Stored: schema.GroupVersion{Group: res.GroupVersion.Group, Version: v.StorageVersion}}
+		st := &customresource.Versioned{Inner: cur.storage, Served: res.GroupVersion,
+			Stored: schema.GroupVersion{Group: res.GroupVersion.Group, Version: v.StorageVersion}, Defaults: v.Defaults}
 		store := registry.NewStore(res, st, prefix)
 		store.Initializers = c.s.initializers
 		cur.stores = append(cur.stores, store)
