@@ -47,6 +47,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
 // StorageFactory returns the storage of one resource kept under prefix.
@@ -316,16 +317,28 @@ func (s *Server) newSnapshot(list []*served) *snapshot {
 	resources := openAPIResources(snap.routes, s.scheme)
 	// Resources with their own documents (custom resources) are merged per group version.
 	own := map[string][]*spec3.OpenAPI{}
+	var ownV2 []*spec.Swagger
 	for _, sv := range list {
 		if doc := sv.def.OpenAPIV3; doc != nil {
 			key := "apis/" + sv.def.Resource.GroupVersion.String()
 			own[key] = append(own[key], doc)
 		}
+		if doc := sv.def.OpenAPIV2; doc != nil {
+			ownV2 = append(ownV2, doc)
+		}
 	}
 	snap.openAPI = &lazyOpenAPI{build: func() (*openapi.Service, error) {
 		svc, err := openapi.New(s.scheme, resources, Version().GitVersion)
-		if err != nil || len(own) == 0 {
-			return svc, err
+		if err != nil {
+			return nil, err
+		}
+		if len(ownV2) > 0 {
+			if err := svc.SetExtraV2(ownV2); err != nil {
+				return nil, err
+			}
+		}
+		if len(own) == 0 {
+			return svc, nil
 		}
 		extra := map[string][]byte{}
 		for gv, docs := range own {
