@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 )
 
 // NewScheme returns a scheme holding every type wasmplane serves. Each caller gets its
@@ -59,6 +60,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		initializers.AddToScheme,
 		apiextensionsv1.AddToScheme,
 		admissionregistrationv1.AddToScheme,
+		apiregistrationv1.AddToScheme,
 	}
 	for _, add := range adders {
 		if err := add(s); err != nil {

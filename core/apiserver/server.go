@@ -285,6 +285,8 @@ type snapshot struct {
 	disc   *discovery
 	// openAPI is built on its first request after a change.
 	openAPI *lazyOpenAPI
+	// replaced is closed when a newer snapshot takes this one's place.
+	replaced chan struct{}
 }
 
 // lazyOpenAPI builds the OpenAPI documents of a snapshot once, when first asked.
@@ -302,7 +304,8 @@ func (l *lazyOpenAPI) get() (*openapi.Service, error) {
 
 // newSnapshot indexes list and derives its routes, discovery and OpenAPI.
 func (s *Server) newSnapshot(list []*served) *snapshot {
-	snap := &snapshot{served: list, byGVR: map[schema.GroupVersionResource]*served{}, byGR: map[schema.GroupResource]*served{}}
+	snap := &snapshot{served: list, byGVR: map[schema.GroupVersionResource]*served{}, byGR: map[schema.GroupResource]*served{},
+		replaced: make(chan struct{})}
 	apis := make([]*endpoints.APIResource, 0, len(list))
 	for _, sv := range list {
 		res := sv.def.Resource
@@ -418,6 +421,7 @@ func (s *Server) ReplaceResources(remove []schema.GroupVersionResource, defs ...
 		list = append(list, sv)
 	}
 	s.cur.Store(s.newSnapshot(list))
+	close(old.replaced)
 	for _, sv := range removed {
 		if sv.def.Storage == nil {
 			stopStorage(sv.store.Storage)

@@ -418,8 +418,15 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		defer close(crdsDone)
 		srv.RunCustomResources(ctx, log)
 	}()
+	// Local APIServices follow the served group versions, as kube-apiserver's autoregister.
+	apiServicesDone := make(chan struct{})
+	go func() {
+		defer close(apiServicesDone)
+		srv.RunAPIServices(ctx, log)
+	}()
 	inst.mu.Lock()
-	inst.closers = append(inst.closers, func() { <-pluginsDone }, func() { <-crdsDone }, func() { <-webhooksDone }, func() { <-policiesDone })
+	inst.closers = append(inst.closers, func() { <-pluginsDone }, func() { <-crdsDone }, func() { <-apiServicesDone },
+		func() { <-webhooksDone }, func() { <-policiesDone })
 	inst.mu.Unlock()
 	stopKubernetesService, err := startKubernetesService(ctx, inst.loopbackConfig(), srv.ServiceIPs().Reserved(),
 		advertiseAddress(cfg.AdvertiseAddress, ln.Addr().(*net.TCPAddr)), int32(ln.Addr().(*net.TCPAddr).Port), log)
