@@ -5,6 +5,7 @@ package api
 import (
 	"fmt"
 
+	"github.com/wasmplane/wasmplane/core/api/hpaconv"
 	"github.com/wasmplane/wasmplane/core/api/initializers"
 	wasmv1alpha1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -12,6 +13,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -44,6 +46,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		nodev1.AddToScheme,
 		appsv1.AddToScheme,
 		autoscalingv1.AddToScheme,
+		autoscalingv2.AddToScheme,
 		batchv1.AddToScheme,
 		coordinationv1.AddToScheme,
 		eventsv1.AddToScheme,
@@ -62,6 +65,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		admissionregistrationv1.AddToScheme,
 		apiregistrationv1.AddToScheme,
 	}
+	adders = append(adders, hpaconv.AddConversions)
 	for _, add := range adders {
 		if err := add(s); err != nil {
 			return nil, fmt.Errorf("building scheme: %w", err)

@@ -38,6 +38,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/storage/blobs"
 	"github.com/wasmplane/wasmplane/core/trace"
 	buildversion "github.com/wasmplane/wasmplane/core/version"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -219,6 +220,12 @@ func New(cfg Config) (*Server, error) {
 	s.services = services
 	if err := s.AddResources(builtins(s, cfg)...); err != nil {
 		return nil, err
+	}
+	// autoscaling/v1 HorizontalPodAutoscalers are a view of the v2 ones' storage.
+	if hpa := s.Store(autoscalingv2.Resource("horizontalpodautoscalers")); hpa != nil {
+		if err := s.AddResources(resources.AutoscalingV1(hpa.Storage)...); err != nil {
+			return nil, err
+		}
 	}
 	// The documents are built lazily after each change; the first build is checked here
 	// so that a type the generator cannot describe fails the start, not a client.

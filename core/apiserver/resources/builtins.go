@@ -78,7 +78,7 @@ func Builtins(cfg BuiltinConfig) []Definition {
 	for _, group := range [][]Definition{
 		core, Endpoints(), Discovery(), Networking(), Apps(), Batch(), Coordination(), Events(), Wasmplane(cfg.Blobs), Initializers(), Policy(),
 		RBAC(cfg.Authorizer, cfg.RuleResolver), Certificates(), inputs, NodeAPI(),
-		Authorization(cfg.Authorizer, cfg.RuleResolver), Authentication(cfg.TokenReviewer), APIRegistration(),
+		Authorization(cfg.Authorizer, cfg.RuleResolver), Authentication(cfg.TokenReviewer), APIRegistration(), AutoscalingV2(),
 	} {
 		for _, d := range group {
 			if d.Resource.StoragePrefix == "" {
