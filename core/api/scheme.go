@@ -5,6 +5,7 @@ package api
 import (
 	"fmt"
 
+	"github.com/wasmplane/wasmplane/core/api/hpaconv"
 	"github.com/wasmplane/wasmplane/core/api/initializers"
 	wasmv1alpha1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -12,6 +13,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -31,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 )
 
 // NewScheme returns a scheme holding every type wasmplane serves. Each caller gets its
@@ -44,6 +47,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		nodev1.AddToScheme,
 		appsv1.AddToScheme,
 		autoscalingv1.AddToScheme,
+		autoscalingv2.AddToScheme,
 		batchv1.AddToScheme,
 		coordinationv1.AddToScheme,
 		eventsv1.AddToScheme,
@@ -61,7 +65,9 @@ func NewScheme() (*runtime.Scheme, error) {
 		initializers.AddToScheme,
 		apiextensionsv1.AddToScheme,
 		admissionregistrationv1.AddToScheme,
+		apiregistrationv1.AddToScheme,
 	}
+	adders = append(adders, hpaconv.AddConversions)
 	for _, add := range adders {
 		if err := add(s); err != nil {
 			return nil, fmt.Errorf("building scheme: %w", err)

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/kube-openapi/pkg/handler"
 )
 
 var crdResource = apiextensionsv1.Resource("customresourcedefinitions")
@@ -318,7 +319,8 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 			}
 			return coerce(u)
 		}
-		st := &customresource.Versioned{Inner: cur.storage, Served: res.GroupVersion, Stored: schema.GroupVersion{Group: res.GroupVersion.Group, Version: v.StorageVersion}}
+		st := &customresource.Versioned{Inner: cur.storage, Served: res.GroupVersion,
+			Stored: schema.GroupVersion{Group: res.GroupVersion.Group, Version: v.StorageVersion}, Defaults: v.Defaults}
 		store := registry.NewStore(res, st, prefix)
 		store.Initializers = c.s.initializers
 		cur.stores = append(cur.stores, store)
@@ -369,6 +371,14 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 			} else {
 				c.log.Warn("building the apply type converter of a custom resource", "crd", crd.Name, "version", res.GroupVersion.Version, "err", err)
 			}
+		}
+		if v2, err := builder.BuildOpenAPIV2(crd, res.GroupVersion.Version, builder.Options{V2: true, IncludeSelectableFields: true}); err != nil {
+			c.log.Warn("building the OpenAPI v2 definitions of a custom resource", "crd", crd.Name, "version", res.GroupVersion.Version, "err", err)
+		} else {
+			// The built-in document has its defaults pruned; so must the merged ones be,
+			// as kube-apiserver's CRD OpenAPI controller does.
+			v2.Definitions = handler.PruneDefaults(v2.Definitions)
+			d.OpenAPIV2 = v2
 		}
 		if res.TypeConverter == nil {
 			// Without a usable schema apply still works, with lists replaced whole.

@@ -38,6 +38,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/storage/blobs"
 	"github.com/wasmplane/wasmplane/core/trace"
 	buildversion "github.com/wasmplane/wasmplane/core/version"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,6 +48,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
 // StorageFactory returns the storage of one resource kept under prefix.
@@ -219,6 +221,12 @@ func New(cfg Config) (*Server, error) {
 	if err := s.AddResources(builtins(s, cfg)...); err != nil {
 		return nil, err
 	}
+	// autoscaling/v1 HorizontalPodAutoscalers are a view of the v2 ones' storage.
+	if hpa := s.Store(autoscalingv2.Resource("horizontalpodautoscalers")); hpa != nil {
+		if err := s.AddResources(resources.AutoscalingV1(hpa.Storage)...); err != nil {
+			return nil, err
+		}
+	}
 	// The documents are built lazily after each change; the first build is checked here
 	// so that a type the generator cannot describe fails the start, not a client.
 	if _, err := s.cur.Load().openAPI.get(); err != nil {
@@ -284,6 +292,8 @@ type snapshot struct {
 	disc   *discovery
 	// openAPI is built on its first request after a change.
 	openAPI *lazyOpenAPI
+	// replaced is closed when a newer snapshot takes this one's place.
+	replaced chan struct{}
 }
 
 // lazyOpenAPI builds the OpenAPI documents of a snapshot once, when first asked.
@@ -301,7 +311,8 @@ func (l *lazyOpenAPI) get() (*openapi.Service, error) {
 
 // newSnapshot indexes list and derives its routes, discovery and OpenAPI.
 func (s *Server) newSnapshot(list []*served) *snapshot {
-	snap := &snapshot{served: list, byGVR: map[schema.GroupVersionResource]*served{}, byGR: map[schema.GroupResource]*served{}}
+	snap := &snapshot{served: list, byGVR: map[schema.GroupVersionResource]*served{}, byGR: map[schema.GroupResource]*served{},
+		replaced: make(chan struct{})}
 	apis := make([]*endpoints.APIResource, 0, len(list))
 	for _, sv := range list {
 		res := sv.def.Resource
@@ -316,16 +327,28 @@ func (s *Server) newSnapshot(list []*served) *snapshot {
 	resources := openAPIResources(snap.routes, s.scheme)
 	// Resources with their own documents (custom resources) are merged per group version.
 	own := map[string][]*spec3.OpenAPI{}
+	var ownV2 []*spec.Swagger
 	for _, sv := range list {
 		if doc := sv.def.OpenAPIV3; doc != nil {
 			key := "apis/" + sv.def.Resource.GroupVersion.String()
 			own[key] = append(own[key], doc)
 		}
+		if doc := sv.def.OpenAPIV2; doc != nil {
+			ownV2 = append(ownV2, doc)
+		}
 	}
 	snap.openAPI = &lazyOpenAPI{build: func() (*openapi.Service, error) {
 		svc, err := openapi.New(s.scheme, resources, Version().GitVersion)
-		if err != nil || len(own) == 0 {
-			return svc, err
+		if err != nil {
+			return nil, err
+		}
+		if len(ownV2) > 0 {
+			if err := svc.SetExtraV2(ownV2); err != nil {
+				return nil, err
+			}
+		}
+		if len(own) == 0 {
+			return svc, nil
 		}
 		extra := map[string][]byte{}
 		for gv, docs := range own {
@@ -405,6 +428,7 @@ func (s *Server) ReplaceResources(remove []schema.GroupVersionResource, defs ...
 		list = append(list, sv)
 	}
 	s.cur.Store(s.newSnapshot(list))
+	close(old.replaced)
 	for _, sv := range removed {
 		if sv.def.Storage == nil {
 			stopStorage(sv.store.Storage)

@@ -233,12 +233,13 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	}
 	codec := storage.NewCodec(scheme)
 	var cachers []*storage.Cacher
+	compacted := &storage.CompactedRevision{}
 	factory := func(res *registry.Resource, prefix string) (storage.Interface, error) {
 		etcdStore := storage.NewEtcd(client, storage.ResourceConfig{
 			GroupResource: res.GroupResource(), Prefix: prefix, NewFunc: res.NewFunc, NewListFunc: res.NewListFunc,
 			Codec: codec, GetAttrs: registry.StorageAttrs(res),
 		}, storage.WithLogger(log))
-		c := storage.NewCacher(etcdStore, storage.CacherConfig{Logger: log})
+		c := storage.NewCacher(etcdStore, storage.CacherConfig{Logger: log, Compacted: compacted})
 		cachers = append(cachers, c)
 		return c, nil
 	}
@@ -336,6 +337,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		}
 	})
 	compactor := storage.NewCompactor(client, cfg.CompactionInterval, log)
+	compactor.Compacted = compacted
 	compactor.Start(ctx)
 	inst.closers = append(inst.closers, compactor.Stop)
 	if err := srv.EnsureSystemNamespaces(ctx); err != nil {
@@ -416,8 +418,15 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		defer close(crdsDone)
 		srv.RunCustomResources(ctx, log)
 	}()
+	// Local APIServices follow the served group versions, as kube-apiserver's autoregister.
+	apiServicesDone := make(chan struct{})
+	go func() {
+		defer close(apiServicesDone)
+		srv.RunAPIServices(ctx, log)
+	}()
 	inst.mu.Lock()
-	inst.closers = append(inst.closers, func() { <-pluginsDone }, func() { <-crdsDone }, func() { <-webhooksDone }, func() { <-policiesDone })
+	inst.closers = append(inst.closers, func() { <-pluginsDone }, func() { <-crdsDone }, func() { <-apiServicesDone },
+		func() { <-webhooksDone }, func() { <-policiesDone })
 	inst.mu.Unlock()
 	stopKubernetesService, err := startKubernetesService(ctx, inst.loopbackConfig(), srv.ServiceIPs().Reserved(),
 		advertiseAddress(cfg.AdvertiseAddress, ln.Addr().(*net.TCPAddr)), int32(ln.Addr().(*net.TCPAddr).Port), log)

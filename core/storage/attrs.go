@@ -31,6 +31,8 @@ type matcher struct {
 	pred  SelectionPredicate
 	attrs AttrFunc
 	empty bool
+	// countable: a page's remainingItemCount is given (see SelectionPredicate.CountRemaining).
+	countable bool
 }
 
 func newMatcher(p SelectionPredicate, resourceAttrs AttrFunc) matcher {
@@ -41,7 +43,8 @@ func newMatcher(p SelectionPredicate, resourceAttrs AttrFunc) matcher {
 	if a == nil {
 		a = DefaultAttrs
 	}
-	return matcher{pred: p, attrs: a, empty: p.Empty()}
+	empty := p.Empty()
+	return matcher{pred: p, attrs: a, empty: empty, countable: empty || p.CountRemaining}
 }
 
 // matches reports whether obj is selected; objects whose attributes cannot be computed

@@ -46,6 +46,9 @@ type CacherConfig struct {
 	FreshnessTimeout time.Duration
 	// Logger receives the cacher's messages; nil = slog.Default().
 	Logger *slog.Logger
+	// Compacted, if set, bounds which kept snapshots may serve continue tokens: none at or
+	// below the compacted revision.
+	Compacted *CompactedRevision
 }
 
 func (c *CacherConfig) setDefaults() {
@@ -619,6 +622,9 @@ func (c *Cacher) keepLocked(k *keptSnapshot) {
 
 // retained returns a kept snapshot at exactly rev.
 func (c *Cacher) retained(rev uint64) (*keptSnapshot, bool) {
+	if int64(rev) <= c.opts.Compacted.Load() {
+		return nil, false
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for i := len(c.kept) - 1; i >= 0; i-- {
@@ -856,7 +862,7 @@ func (c *Cacher) GetList(ctx context.Context, key string, opts ListOptions, list
 		}
 		if i < len(items)-1 {
 			next = items[i].key + "\x00"
-			if mode.matcher.empty {
+			if mode.matcher.countable {
 				n := int64(len(items) - i - 1)
 				remaining = &n
 			}

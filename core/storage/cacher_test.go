@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net/http"
 	goruntime "runtime"
 	"strings"
 	"sync"
@@ -312,6 +313,35 @@ func TestCacherPaging(t *testing.T) {
 	}
 	if len(first.Items)+len(rest.Items) != 1000 || rest.ResourceVersion != first.ResourceVersion || rest.Continue != "" {
 		t.Fatalf("%d+%d items at %s/%s", len(first.Items), len(rest.Items), first.ResourceVersion, rest.ResourceVersion)
+	}
+}
+
+// A kept snapshot stops serving continue tokens once etcd is known to be compacted past
+// it: the token gets etcd's 410, with the token to go on inconsistently.
+func TestCacherPagingAfterCompaction(t *testing.T) {
+	compacted := &CompactedRevision{}
+	c := newTestCacher(t, CacherConfig{Compacted: compacted})
+	createPods(t, c, c.cfg, "ns", 30)
+	key := c.cfg.Prefix + "/ns/"
+	ctx := testCtx(t)
+	first := &corev1.PodList{}
+	if err := c.GetList(ctx, key, ListOptions{Recursive: true, Predicate: SelectionPredicate{Limit: 10}}, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.retained(mustRV(t, first.ResourceVersion)); !ok {
+		t.Fatal("first page's snapshot not kept")
+	}
+	setLabel(t, c, podKey(c.cfg, "ns", "p-00000"), "after", "first-page")
+	compacted.Observe(compactNow(t))
+	err := c.GetList(ctx, key, ListOptions{Recursive: true, Predicate: SelectionPredicate{Limit: 10, Continue: first.Continue}}, &corev1.PodList{})
+	assertStatus(t, err, metav1.StatusReasonExpired, http.StatusGone)
+	tok := err.(interface{ Status() metav1.Status }).Status().Continue
+	rest := &corev1.PodList{}
+	if err := c.GetList(ctx, key, ListOptions{Recursive: true, Predicate: SelectionPredicate{Limit: 10, Continue: tok}}, rest); err != nil {
+		t.Fatal(err)
+	}
+	if len(rest.Items) != 10 || rest.Items[0].Name != "p-00010" || rest.ResourceVersion == first.ResourceVersion {
+		t.Fatalf("%d items from %s at %s", len(rest.Items), rest.Items[0].Name, rest.ResourceVersion)
 	}
 }
 

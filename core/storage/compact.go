@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -30,8 +31,41 @@ type Compactor struct {
 	version int64
 	rev     int64
 
+	// Compacted, when set before Start, learns each revision this compactor compacts to.
+	Compacted *CompactedRevision
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+}
+
+// CompactedRevision is the newest revision etcd is known to be compacted to. A server's
+// Compactor and its caches share one, so that a cache stops serving continue tokens from
+// a snapshot older than what etcd still has: the token then gets the 410 it would get
+// from etcd, as with kube-apiserver's cacher, instead of living as long as the snapshot.
+// The zero value is ready; a nil one knows nothing.
+type CompactedRevision struct {
+	rev atomic.Int64
+}
+
+// Observe records that etcd is compacted to at least rev.
+func (c *CompactedRevision) Observe(rev int64) {
+	if c == nil {
+		return
+	}
+	for {
+		cur := c.rev.Load()
+		if rev <= cur || c.rev.CompareAndSwap(cur, rev) {
+			return
+		}
+	}
+}
+
+// Load returns the newest compacted revision known (0 = none).
+func (c *CompactedRevision) Load() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.rev.Load()
 }
 
 // NewCompactor returns a stopped compactor; interval 0 = DefaultCompactionInterval.
@@ -106,6 +140,7 @@ func (c *Compactor) Step(ctx context.Context) (int64, error) {
 	if _, err := c.client.Compact(ctx, target); err != nil && !isCompacted(err) {
 		return 0, fmt.Errorf("storage: compact to %d: %w", target, err)
 	}
+	c.Compacted.Observe(target)
 	c.log.Info("etcd compacted", "revision", target)
 	return target, nil
 }

@@ -45,6 +45,12 @@ func errTooOldRV(want, oldest uint64) error {
 const (
 	msgContinueExpired = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."
 	msgListExpired     = "The resourceVersion for the provided list is too old."
+	// msgInconsistentContinue goes with a 410 that carries a token to resume at the
+	// latest revision; kube-apiserver's words.
+	msgInconsistentContinue = "The provided continue parameter is too old to display a consistent list result. " +
+		"You can start a new list without the continue parameter, or use the continue token in this response to " +
+		"retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - " +
+		"objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."
 )
 
 // writeError wraps a failed write to etcd. An object etcd refuses for its size gets the

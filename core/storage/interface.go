@@ -32,6 +32,11 @@ type SelectionPredicate struct {
 	Continue string
 	// AllowWatchBookmarks asks a watch to send BOOKMARK events.
 	AllowWatchBookmarks bool
+	// CountRemaining says that a page still gives remainingItemCount although Field is
+	// not empty: the caller's own selector was empty and Field only hides rare objects
+	// (wasmplane's uninitialized ones), so counting them too keeps the count the estimate
+	// Kubernetes documents it to be, instead of leaving every paged list without one.
+	CountRemaining bool
 }
 
 // Empty reports whether the predicate selects everything.

@@ -19,6 +19,10 @@ const (
 	// need one huge gRPC message.
 	maxListBatch       = 10000
 	continueAPIVersion = "meta.k8s.io/v1"
+	// latestContinueRV in a continue token resumes at the latest revision: the token a 410
+	// for a compacted revision carries, as kube-apiserver's (-1 rather than 0, which marks a
+	// bad token).
+	latestContinueRV = -1
 )
 
 // continueToken is Kubernetes' continue format: the revision the first page was read at and
@@ -54,10 +58,13 @@ func decodeContinue(token, keyPrefix string) (string, int64, error) {
 	switch {
 	case c.APIVersion != continueAPIVersion:
 		return bad("server does not recognize this encoding")
-	case c.ResourceVersion <= 0:
+	case c.ResourceVersion == 0 || c.ResourceVersion < latestContinueRV:
 		return bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
 	case c.StartKey == "" || strings.HasPrefix(c.StartKey, "/") || strings.Contains(c.StartKey, ".."):
 		return bad("invalid start key")
+	}
+	if c.ResourceVersion == latestContinueRV {
+		return keyPrefix + c.StartKey, 0, nil
 	}
 	return keyPrefix + c.StartKey, c.ResourceVersion, nil
 }
@@ -164,7 +171,7 @@ fetch:
 			}
 			if p.paging && int64(len(items)) == limit {
 				hasMore = i < len(resp.Kvs)-1 || resp.More
-				if hasMore && m.empty {
+				if hasMore && m.countable {
 					n := resp.Count - int64(i) - 1
 					remaining = &n
 				}
@@ -203,11 +210,24 @@ fetch:
 func (s *Etcd) listError(err error, p listPlan) error {
 	switch {
 	case isCompacted(err) && p.cont:
-		return apierrors.NewResourceExpired(msgContinueExpired)
+		return continueExpired(p)
 	case isCompacted(err):
 		return apierrors.NewResourceExpired(msgListExpired)
 	case isFutureRev(err):
 		return NewTooLargeResourceVersionError(uint64(p.withRev), 0, 1)
 	}
 	return fmt.Errorf("storage: list %s: %w", p.keyPrefix, err)
+}
+
+// continueExpired is the 410 for a continue token whose revision is compacted away. It
+// carries a token that resumes at the same key at the latest revision, so that a client
+// may finish the list inconsistently instead of starting over.
+func continueExpired(p listPlan) error {
+	tok, err := encodeContinue(p.startKey, p.keyPrefix, latestContinueRV)
+	if err != nil {
+		return apierrors.NewResourceExpired(msgContinueExpired)
+	}
+	se := apierrors.NewResourceExpired(msgInconsistentContinue)
+	se.ErrStatus.ListMeta.Continue = tok
+	return se
 }

@@ -81,6 +81,12 @@ func TestPaging(t *testing.T) {
 				t.Fatal("remainingItemCount must not be set with a selector")
 			}
 		}
+		// With CountRemaining the objects the selector hides are counted too: the first
+		// page's 100 odd ones come from the first 200 pods, and all later pods count.
+		_, pages = listAll(t, s, key, SelectionPredicate{Limit: 100, Label: sel, CountRemaining: true})
+		if r := pages[0].RemainingItemCount; r == nil || *r != int64(n-200) {
+			t.Fatalf("remainingItemCount %v with CountRemaining, want %d", r, n-200)
+		}
 	})
 	t.Run("field selector", func(t *testing.T) {
 		names, _ := listAll(t, s, s.cfg.Prefix+"/", SelectionPredicate{
@@ -141,15 +147,51 @@ func TestPaging(t *testing.T) {
 		err := s.GetList(ctx, key, ListOptions{Recursive: true,
 			Predicate: SelectionPredicate{Limit: 100, Continue: first.Continue}}, &corev1.PodList{})
 		assertStatus(t, err, metav1.StatusReasonExpired, http.StatusGone)
+		// The 410 carries a token that resumes at the same key at the latest revision.
+		tok := err.(interface{ Status() metav1.Status }).Status().Continue
+		if tok == "" {
+			t.Fatal("no inconsistent continue token in the 410")
+		}
+		second := &corev1.PodList{}
+		if err := s.GetList(ctx, key, ListOptions{Recursive: true,
+			Predicate: SelectionPredicate{Limit: 100, Continue: tok}}, second); err != nil {
+			t.Fatal(err)
+		}
+		if len(second.Items) != 100 || second.Items[0].Name != "p-00100" || second.ResourceVersion == first.ResourceVersion {
+			t.Fatalf("inconsistent page: %d items from %s at %s", len(second.Items), second.Items[0].Name, second.ResourceVersion)
+		}
+		// n pods and zz-late, zz-later: what follows the first two pages.
+		if r := second.RemainingItemCount; r == nil || *r != int64(n+2-200) {
+			t.Fatalf("remainingItemCount %v, want %d", r, n+2-200)
+		}
+		third := &corev1.PodList{}
+		if err := s.GetList(ctx, key, ListOptions{Recursive: true,
+			Predicate: SelectionPredicate{Limit: 100, Continue: second.Continue}}, third); err != nil {
+			t.Fatal(err)
+		}
+		if third.ResourceVersion != second.ResourceVersion || third.Items[0].Name != "p-00200" {
+			t.Fatalf("page after the inconsistent one at %s from %s", third.ResourceVersion, third.Items[0].Name)
+		}
 		err = s.GetList(ctx, key, ListOptions{Recursive: true, ResourceVersion: first.ResourceVersion,
 			ResourceVersionMatch: metav1.ResourceVersionMatchExact}, &corev1.PodList{})
 		assertStatus(t, err, metav1.StatusReasonExpired, http.StatusGone)
 	})
 	t.Run("bad continue", func(t *testing.T) {
-		err := s.GetList(testCtx(t), key, ListOptions{Recursive: true,
-			Predicate: SelectionPredicate{Limit: 10, Continue: "garbage!"}}, &corev1.PodList{})
-		assertStatus(t, err, metav1.StatusReasonBadRequest, http.StatusBadRequest)
+		for _, tok := range []string{"garbage!", mustContinue(t, "p-00001", key, 0), mustContinue(t, "p-00001", key, -2)} {
+			err := s.GetList(testCtx(t), key, ListOptions{Recursive: true,
+				Predicate: SelectionPredicate{Limit: 10, Continue: tok}}, &corev1.PodList{})
+			assertStatus(t, err, metav1.StatusReasonBadRequest, http.StatusBadRequest)
+		}
 	})
+}
+
+func mustContinue(t *testing.T, name, keyPrefix string, rev int64) string {
+	t.Helper()
+	tok, err := encodeContinue(keyPrefix+name, keyPrefix, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
 
 // compactNow compacts etcd to its current revision.

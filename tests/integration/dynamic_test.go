@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 )
@@ -29,8 +30,8 @@ func (plainStrategy) ValidateUpdate(context.Context, runtime.Object, runtime.Obj
 	return nil
 }
 
-// hpaDefinition is autoscaling/v1 HorizontalPodAutoscalers, a group wasmplane does not
-// serve on its own: a resource a server gains at run time.
+// hpaDefinition is autoscaling/v1 HorizontalPodAutoscalers stored on their own: a
+// resource a server gains at run time (the test first takes away the built-in ones).
 func hpaDefinition() endpoints.Definition {
 	return endpoints.Definition{Resource: &registry.Resource{
 		GroupVersion: autoscalingv1.SchemeGroupVersion, Name: "horizontalpodautoscalers", SingularName: "horizontalpodautoscaler",
@@ -38,7 +39,7 @@ func hpaDefinition() endpoints.Definition {
 		Namespaced: true, NewFunc: func() runtime.Object { return &autoscalingv1.HorizontalPodAutoscaler{} },
 		NewListFunc:   func() runtime.Object { return &autoscalingv1.HorizontalPodAutoscalerList{} },
 		Strategy:      plainStrategy{},
-		StoragePrefix: "/registry/autoscaling/horizontalpodautoscalers", AllowUnconditionalUpdate: true,
+		StoragePrefix: "/registry/dynamic-test/horizontalpodautoscalers", AllowUnconditionalUpdate: true,
 	}}
 }
 
@@ -105,6 +106,12 @@ func TestAddRemoveResource(t *testing.T) {
 	ns := newNamespace(t, cs, "dynamic")
 	api := srv.APIServer()
 	hpas := cs.AutoscalingV1().HorizontalPodAutoscalers(ns)
+	// HorizontalPodAutoscalers are built in: both versions go first (v1 is a view of v2).
+	for _, v := range []string{"v1", "v2"} {
+		if err := api.RemoveResource(schema.GroupVersionResource{Group: "autoscaling", Version: v, Resource: "horizontalpodautoscalers"}); err != nil {
+			t.Fatalf("removing the built-in autoscaling/%s: %v", v, err)
+		}
+	}
 
 	before := observe(t, srv, cs)
 	if before.legacy || before.aggregated || before.openAPIv2 || before.openAPIv3 {

@@ -109,12 +109,19 @@ func TestPaging(t *testing.T) {
 				seen[p.Name]++
 			}
 			if l.Continue == "" {
+				if l.RemainingItemCount != nil {
+					t.Errorf("last page: remainingItemCount %d, want none", *l.RemainingItemCount)
+				}
 				if pages != total/pageSize {
 					t.Errorf("%d pages, want %d", pages, total/pageSize)
 				}
 				break
 			}
-			if rem := l.RemainingItemCount; rem != nil && int(*rem) != total-len(seen) {
+			// Set on every page but the last, as kube-apiserver does for a list without
+			// selectors (conformance checks it).
+			if rem := l.RemainingItemCount; rem == nil {
+				t.Errorf("page %d: no remainingItemCount", pages)
+			} else if int(*rem) != total-len(seen) {
 				t.Errorf("page %d: remainingItemCount %d, want %d", pages, *rem, total-len(seen))
 			}
 			opts.Continue = l.Continue

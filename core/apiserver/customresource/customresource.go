@@ -57,6 +57,10 @@ type Version struct {
 	Deprecation string
 	// Coerce prunes an object decoded from a request, reporting the unknown fields.
 	Coerce func(u *unstructured.Unstructured) (unknown []string, err error)
+	// Defaults fills in the version's schema defaults in an object read from storage, so
+	// that objects written before the schema gained a default are served with it, as
+	// kube-apiserver's storage decoder does; nil when the schema has no defaults.
+	Defaults func(u *unstructured.Unstructured)
 }
 
 // StoragePrefix is where a CRD's objects are kept in etcd, as Kubernetes keeps them.
@@ -168,6 +172,9 @@ func buildVersion(crd *apiextensionsv1.CustomResourceDefinition, v apiextensions
 		res.FieldLabels = append(res.FieldLabels, strings.TrimPrefix(f.JSONPath, "."))
 	}
 	ver := &Version{Resource: res, Served: v.Served, StorageVersion: storageVersion, Coerce: co.apply}
+	if hasDefaults(structural) {
+		ver.Defaults = co.defaults
+	}
 	if statusSpec != nil {
 		ver.Status = &strategy{lib: crstrategy.NewStatusStrategy(lib), coerce: co}
 	}
@@ -277,6 +284,26 @@ func (c *coercer) defaults(u *unstructured.Unstructured) {
 	if c.structural != nil {
 		structuraldefaulting.Default(u.Object, c.structural)
 	}
+}
+
+// hasDefaults reports whether any node of s declares a default: only then can an object
+// read from storage lack one, and only then is it worth copying objects on read.
+func hasDefaults(s *structuralschema.Structural) bool {
+	if s == nil {
+		return false
+	}
+	if s.Default.Object != nil {
+		return true
+	}
+	for _, p := range s.Properties {
+		if hasDefaults(&p) {
+			return true
+		}
+	}
+	if hasDefaults(s.Items) {
+		return true
+	}
+	return s.AdditionalProperties != nil && hasDefaults(s.AdditionalProperties.Structural)
 }
 
 // strategy adapts apiextensions-apiserver's strategy to registry.Strategy. The store

@@ -121,3 +121,49 @@ func TestScale(t *testing.T) {
 		t.Fatalf("missing replicas: %+v %v", empty, err)
 	}
 }
+
+func TestDefaultsOnRead(t *testing.T) {
+	noDefaults := testCRD()
+	for i := range noDefaults.Spec.Versions {
+		if s := noDefaults.Spec.Versions[i].Schema; s != nil {
+			spec := s.OpenAPIV3Schema.Properties["spec"]
+			color := spec.Properties["color"]
+			color.Default = nil
+			spec.Properties["color"] = color
+			s.OpenAPIV3Schema.Properties["spec"] = spec
+		}
+	}
+	nested := testCRD()
+	nested.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["color"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+	nested.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["list"] = apiextensionsv1.JSONSchemaProps{Type: "array",
+		Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
+			Properties: map[string]apiextensionsv1.JSONSchemaProps{"k": {Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"x"`)}}}}}}
+	for _, c := range []struct {
+		name string
+		crd  *apiextensionsv1.CustomResourceDefinition
+		want bool
+	}{
+		{"default in spec", testCRD(), true},
+		{"no default", noDefaults, false},
+		{"default under array items", nested, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			versions, err := Build(c.crd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := versions[0].Defaults != nil; got != c.want {
+				t.Fatalf("defaults on read: %v, want %v", got, c.want)
+			}
+		})
+	}
+	versions, err := Build(testCRD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := thing(map[string]any{"replicas": int64(1)})
+	versions[0].Defaults(obj)
+	if color, _, _ := unstructured.NestedString(obj.Object, "spec", "color"); color != "blue" {
+		t.Fatalf("spec.color not defaulted on read: %v", obj.Object["spec"])
+	}
+}

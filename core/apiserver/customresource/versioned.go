@@ -19,6 +19,9 @@ type Versioned struct {
 	Inner storage.Interface
 	// Served and Stored are the group versions read and written.
 	Served, Stored schema.GroupVersion
+	// Defaults, if set, fills in the served version's defaults in every object read, so
+	// that objects stored before the schema gained a default are served with it.
+	Defaults func(*unstructured.Unstructured)
 }
 
 var _ storage.Interface = (*Versioned)(nil)
@@ -37,6 +40,22 @@ func setVersion(obj runtime.Object, gv schema.GroupVersion) {
 
 func (v *Versioned) same() bool { return v.Served == v.Stored }
 
+// rewrites reports whether objects read are changed on their way out; the watch cache
+// shares its objects, so those must be copied first.
+func (v *Versioned) rewrites() bool { return !v.same() || v.Defaults != nil }
+
+// served turns obj, as storage has it (a copy the caller owns), into what a client of the
+// served version gets.
+func (v *Versioned) served(obj runtime.Object) {
+	setVersion(obj, v.Served)
+	if v.Defaults == nil {
+		return
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok && u.Object != nil {
+		v.Defaults(u)
+	}
+}
+
 // Create implements storage.Interface.
 func (v *Versioned) Create(ctx context.Context, key string, obj, out runtime.Object) error {
 	if !v.same() {
@@ -46,7 +65,7 @@ func (v *Versioned) Create(ctx context.Context, key string, obj, out runtime.Obj
 	if err := v.Inner.Create(ctx, key, obj, out); err != nil {
 		return err
 	}
-	setVersion(out, v.Served)
+	v.served(out)
 	return nil
 }
 
@@ -55,7 +74,7 @@ func (v *Versioned) Get(ctx context.Context, key string, opts storage.GetOptions
 	if err := v.Inner.Get(ctx, key, opts, out); err != nil {
 		return err
 	}
-	setVersion(out, v.Served)
+	v.served(out)
 	return nil
 }
 
@@ -64,14 +83,15 @@ func (v *Versioned) GetList(ctx context.Context, key string, opts storage.ListOp
 	if err := v.Inner.GetList(ctx, key, opts, listObj); err != nil {
 		return err
 	}
-	if !v.same() {
-		if l, ok := listObj.(*unstructured.UnstructuredList); ok {
-			for i := range l.Items {
-				// The watch cache shares its objects' maps with the list: copy first.
-				if l.Items[i].GetAPIVersion() != v.Served.String() {
-					l.Items[i] = *l.Items[i].DeepCopy()
-					setVersion(&l.Items[i], v.Served)
-				}
+	if !v.rewrites() {
+		return nil
+	}
+	if l, ok := listObj.(*unstructured.UnstructuredList); ok {
+		for i := range l.Items {
+			// The watch cache shares its objects' maps with the list: copy first.
+			if v.Defaults != nil || l.Items[i].GetAPIVersion() != v.Served.String() {
+				l.Items[i] = *l.Items[i].DeepCopy()
+				v.served(&l.Items[i])
 			}
 		}
 	}
@@ -82,9 +102,9 @@ func (v *Versioned) GetList(ctx context.Context, key string, opts storage.ListOp
 func (v *Versioned) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
 	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc) error {
 	err := v.Inner.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, func(input runtime.Object, res storage.ResponseMeta) (runtime.Object, error) {
-		if !v.same() {
+		if v.rewrites() {
 			input = input.DeepCopyObject()
-			setVersion(input, v.Served)
+			v.served(input)
 		}
 		out, err := tryUpdate(input, res)
 		if err != nil || out == nil {
@@ -99,7 +119,7 @@ func (v *Versioned) GuaranteedUpdate(ctx context.Context, key string, destinatio
 	if err != nil {
 		return err
 	}
-	setVersion(destination, v.Served)
+	v.served(destination)
 	return nil
 }
 
@@ -108,14 +128,14 @@ func (v *Versioned) Delete(ctx context.Context, key string, out runtime.Object, 
 	if err := v.Inner.Delete(ctx, key, out, preconditions, validate); err != nil {
 		return err
 	}
-	setVersion(out, v.Served)
+	v.served(out)
 	return nil
 }
 
 // Watch implements storage.Interface.
 func (v *Versioned) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
 	w, err := v.Inner.Watch(ctx, key, opts)
-	if err != nil || v.same() {
+	if err != nil || !v.rewrites() {
 		return w, err
 	}
 	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
@@ -129,7 +149,7 @@ func (v *Versioned) Watch(ctx context.Context, key string, opts storage.ListOpti
 			obj = obj.DeepCopyObject()
 		}
 		if _, err := meta.Accessor(obj); err == nil {
-			setVersion(obj, v.Served)
+			v.served(obj)
 		}
 		e.Object = obj
 		return e, true

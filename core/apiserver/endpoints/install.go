@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
 // HandlerFunc serves one route of a resource.
@@ -54,6 +55,8 @@ type Definition struct {
 	// version's document instead of one derived from the scheme (custom resources, whose
 	// types the scheme does not know).
 	OpenAPIV3 *spec3.OpenAPI
+	// OpenAPIV2, likewise, holds the resource's definitions and paths for /openapi/v2.
+	OpenAPIV2 *spec.Swagger
 }
 
 // StatusSubresource serves get/update/patch of an object's status with strategy.

@@ -1,12 +1,15 @@
 package openapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"maps"
 	"net/http"
 	"slices"
 	"strconv"
+
+	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
 const (
@@ -191,7 +194,18 @@ func (d *v2Doc) operation(w *jsonWriter, op operation, tag string) {
 	w.raw("}")
 }
 
-func (d *v2Doc) render(routes []route, version string) ([]byte, error) {
+// v2Rendered is the Swagger 2.0 document with what SetExtraV2 needs to add to it without
+// parsing it again: where its definitions, parameters and paths objects close, and
+// which keys each already has.
+type v2Rendered struct {
+	data []byte
+	// ends are the offsets of the closing braces of definitions, parameters and paths.
+	ends [3]int
+	// keys are the names each of the three sections holds.
+	keys [3]map[string]bool
+}
+
+func (d *v2Doc) render(routes []route, version string) (v2Rendered, error) {
 	roots := map[string]bool{}
 	d.b.curDeps = roots
 	paths := jsonWriter{}
@@ -222,11 +236,14 @@ func (d *v2Doc) render(routes []route, version string) ([]byte, error) {
 	paths.raw("}")
 	d.b.curDeps = nil
 
+	out := v2Rendered{keys: [3]map[string]bool{{}, {}, {}}}
 	w := jsonWriter{b: make([]byte, 0, len(paths.b)*2)}
 	w.raw("{")
 	w.key("definitions")
 	defs := definitionsJSON{b: d.b, cache: map[string][]byte{}}
-	defs.write(&w, slices.Sorted(maps.Keys(d.b.closure(slices.Sorted(maps.Keys(roots))))))
+	defNames := slices.Sorted(maps.Keys(d.b.closure(slices.Sorted(maps.Keys(roots)))))
+	defs.write(&w, defNames)
+	out.ends[0] = len(w.b) - 1
 	w.key("info")
 	writeInfo(&w, version)
 	w.key("parameters")
@@ -234,28 +251,87 @@ func (d *v2Doc) render(routes []route, version string) ([]byte, error) {
 	for _, k := range slices.Sorted(maps.Keys(d.shared)) {
 		w.key(k)
 		writeV2Param(&w, d.shared[k])
+		out.keys[1][k] = true
 	}
 	w.raw("}")
+	out.ends[1] = len(w.b) - 1
 	w.key("paths")
 	w.b = append(w.b, paths.b...)
+	out.ends[2] = len(w.b) - 1
 	w.key("security")
 	writeSecurity(&w)
 	w.key("securityDefinitions")
 	writeSecurityScheme(&w)
 	w.raw(`,"swagger":"2.0"}`)
 	if w.err != nil {
-		return nil, w.err
+		return out, w.err
 	}
 	if paths.err != nil {
-		return nil, paths.err
+		return out, paths.err
 	}
-	return w.b, nil
+	for _, n := range defNames {
+		out.keys[0][n] = true
+	}
+	for _, r := range routes {
+		out.keys[2][r.path] = true
+	}
+	out.data = w.b
+	return out, nil
 }
 
 // buildV2 renders the Swagger 2.0 document.
-func buildV2(routes []route, b *schemaBuilder, version string) ([]byte, error) {
+func buildV2(routes []route, b *schemaBuilder, version string) (v2Rendered, error) {
 	d := &v2Doc{b: b, shared: map[string]param{}}
 	return d.render(routes, version)
+}
+
+// withExtra returns the document with the definitions, parameters and paths of extra
+// added, each after the section's own entries; a name the document already has keeps its
+// entry, as kube-apiserver's merge lets the built-in document win.
+func (r v2Rendered) withExtra(extra []*spec.Swagger) ([]byte, error) {
+	var add [3]map[string]any
+	for i := range add {
+		add[i] = map[string]any{}
+	}
+	for _, sw := range extra {
+		for k, v := range sw.Definitions {
+			add[0][k] = v
+		}
+		for k, v := range sw.Parameters {
+			add[1][k] = v
+		}
+		if sw.Paths != nil {
+			for k, v := range sw.Paths.Paths {
+				add[2][k] = v
+			}
+		}
+	}
+	out := make([]byte, 0, len(r.data)+len(extra)*16<<10)
+	from := 0
+	for i, end := range r.ends {
+		out = append(out, r.data[from:end]...)
+		for _, k := range slices.Sorted(maps.Keys(add[i])) {
+			if r.keys[i][k] {
+				continue
+			}
+			if out[len(out)-1] != '{' {
+				out = append(out, ',')
+			}
+			v, err := json.Marshal(add[i][k])
+			if err != nil {
+				return nil, fmt.Errorf("encoding %s: %w", k, err)
+			}
+			kb, err := json.Marshal(k)
+			if err != nil {
+				return nil, fmt.Errorf("encoding %s: %w", k, err)
+			}
+			out = append(out, kb...)
+			out = append(out, ':')
+			out = append(out, v...)
+		}
+		from = end
+	}
+	return append(out, r.data[from:]...), nil
 }
 
 // v3Renderer renders the per-group-version OpenAPI 3.0 documents; parameters are inlined

@@ -31,6 +31,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
 // Resource is one served REST resource.
@@ -110,6 +111,8 @@ type v3Doc struct {
 // resources added at run time (custom resources) come and go with SetExtraV3.
 type Service struct {
 	modTime time.Time
+	// v2Base is the built-in document; v2JSON what is served (with SetExtraV2's additions).
+	v2Base  v2Rendered
 	v2JSON  representation
 	v2Proto *lazyProto
 	// base are the built-in v3 documents; v3 is what is served now.
@@ -153,6 +156,24 @@ func (s *Service) setV3(extra map[string][]byte, modTime time.Time) error {
 	return nil
 }
 
+func (s *Service) setV2(data []byte) {
+	s.v2JSON = newRepresentation(data)
+	s.v2Proto = &lazyProto{json: data, convert: func(b []byte) (proto.Message, error) { return openapiv2.ParseDocument(b) }}
+}
+
+// SetExtraV2 adds the definitions, parameters and paths of documents built elsewhere
+// (custom resources') to the v2 document, replacing what an earlier call added; names
+// the built-in document has keep their built-in entries. It must be called before the
+// Service serves: unlike the v3 documents, v2 is not swapped atomically.
+func (s *Service) SetExtraV2(extra []*spec.Swagger) error {
+	data, err := s.v2Base.withExtra(extra)
+	if err != nil {
+		return fmt.Errorf("openapi: adding to the v2 document: %w", err)
+	}
+	s.setV2(data)
+	return nil
+}
+
 // SetExtraV3 replaces the run-time v3 documents (JSON, by "apis/<group>/<version>").
 func (s *Service) SetExtraV3(extra map[string][]byte) error {
 	return s.setV3(extra, time.Now())
@@ -179,7 +200,7 @@ func New(scheme *runtime.Scheme, resources []Resource, version string) (*Service
 	// The two flavours are independent, so they are built concurrently to halve start-up latency.
 	var (
 		wg     sync.WaitGroup
-		v2     []byte
+		v2     v2Rendered
 		v2Err  error
 		v3JSON map[string][]byte
 		v3Err  error
@@ -194,12 +215,8 @@ func New(scheme *runtime.Scheme, resources []Resource, version string) (*Service
 		return nil, fmt.Errorf("openapi: %w", v3Err)
 	}
 
-	s := &Service{
-		modTime: time.Now(),
-		v2JSON:  newRepresentation(v2),
-		v2Proto: &lazyProto{json: v2, convert: func(b []byte) (proto.Message, error) { return openapiv2.ParseDocument(b) }},
-		base:    map[string]*v3Doc{},
-	}
+	s := &Service{modTime: time.Now(), v2Base: v2, base: map[string]*v3Doc{}}
+	s.setV2(v2.data)
 	for gv, data := range v3JSON {
 		s.base[gv] = newV3Doc(data)
 	}

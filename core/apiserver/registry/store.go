@@ -367,6 +367,7 @@ func (s *Store) List(ctx context.Context, namespace string, opts *metav1.ListOpt
 		return nil, err
 	}
 	if !includeUninitialized(ctx) {
+		p.CountRemaining = p.Empty()
 		p.Field = hideUninitialized(p.Field)
 	}
 	lo := storage.ListOptions{Predicate: p, Recursive: true}

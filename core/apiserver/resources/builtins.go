@@ -79,6 +79,7 @@ func Builtins(cfg BuiltinConfig) []Definition {
 		core, Endpoints(), Discovery(), Networking(), Apps(), Batch(), Coordination(), Events(), Wasmplane(cfg.Blobs), Initializers(), Policy(),
 		RBAC(cfg.Authorizer, cfg.RuleResolver), Certificates(cfg.Authorizer), inputs, NodeAPI(),
 		Authorization(cfg.Authorizer, cfg.RuleResolver), Authentication(cfg.TokenReviewer), VolumeAttributes(), StorageMigration(),
+		APIRegistration(), AutoscalingV2(),
 	} {
 		for _, d := range group {
 			if d.Resource.StoragePrefix == "" {
