@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -59,6 +60,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		initializers.AddToScheme,
 		apiextensionsv1.AddToScheme,
 		admissionregistrationv1.AddToScheme,
+		flowcontrolv1.AddToScheme,
 	}
 	for _, add := range adders {
 		if err := add(s); err != nil {

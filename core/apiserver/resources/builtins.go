@@ -77,7 +77,7 @@ func Builtins(cfg BuiltinConfig) []Definition {
 	var all []Definition
 	for _, group := range [][]Definition{
 		core, Endpoints(), Discovery(), Networking(), Apps(), Batch(), Coordination(), Events(), Wasmplane(cfg.Blobs), Initializers(), Policy(),
-		RBAC(cfg.Authorizer, cfg.RuleResolver), Certificates(), inputs, NodeAPI(),
+		RBAC(cfg.Authorizer, cfg.RuleResolver), Certificates(), inputs, NodeAPI(), FlowControl(),
 		Authorization(cfg.Authorizer, cfg.RuleResolver), Authentication(cfg.TokenReviewer),
 	} {
 		for _, d := range group {
