@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -156,9 +157,7 @@ func statusSubFor(st registry.Strategy) func(*endpoints.Scope) []endpoints.Subre
 
 // DefaultFlowSchema applies Kubernetes' v1 FlowSchema defaults.
 func DefaultFlowSchema(fs *flowcontrolv1.FlowSchema) {
-	if fs.Spec.MatchingPrecedence == 0 {
-		fs.Spec.MatchingPrecedence = defaultMatchingPrecedence
-	}
+	fs.Spec.MatchingPrecedence = cmp.Or(fs.Spec.MatchingPrecedence, defaultMatchingPrecedence)
 }
 
 // DefaultPriorityLevelConfiguration applies Kubernetes' v1 PriorityLevelConfiguration
@@ -172,15 +171,9 @@ func DefaultPriorityLevelConfiguration(pl *flowcontrolv1.PriorityLevelConfigurat
 			l.LendablePercent = ptr.To[int32](0)
 		}
 		if q := l.LimitResponse.Queuing; q != nil {
-			if q.HandSize == 0 {
-				q.HandSize = defaultHandSize
-			}
-			if q.Queues == 0 {
-				q.Queues = defaultQueues
-			}
-			if q.QueueLengthLimit == 0 {
-				q.QueueLengthLimit = defaultQueueLengthLimit
-			}
+			q.HandSize = cmp.Or(q.HandSize, defaultHandSize)
+			q.Queues = cmp.Or(q.Queues, defaultQueues)
+			q.QueueLengthLimit = cmp.Or(q.QueueLengthLimit, defaultQueueLengthLimit)
 		}
 	}
 	if e := pl.Spec.Exempt; e != nil {

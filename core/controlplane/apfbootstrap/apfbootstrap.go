@@ -145,17 +145,20 @@ type kind[T object, L any] struct {
 
 func copyOf[T object](o T) T { return o.DeepCopyObject().(T) }
 
+// pointers points at each item of a list.
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
+}
+
 func plKind(c flowcontrolclient.PriorityLevelConfigurationInterface) kind[*flowcontrolv1.PriorityLevelConfiguration, *flowcontrolv1.PriorityLevelConfigurationList] {
 	type pl = *flowcontrolv1.PriorityLevelConfiguration
 	return kind[pl, *flowcontrolv1.PriorityLevelConfigurationList]{
 		resource: "prioritylevelconfigurations", client: c,
-		items: func(l *flowcontrolv1.PriorityLevelConfigurationList) []pl {
-			out := make([]pl, len(l.Items))
-			for i := range l.Items {
-				out[i] = &l.Items[i]
-			}
-			return out
-		},
+		items:    func(l *flowcontrolv1.PriorityLevelConfigurationList) []pl { return pointers(l.Items) },
 		defaults: resources.DefaultPriorityLevelConfiguration,
 		spec:     func(o pl) any { return o.Spec },
 		setSpec:  func(dst, src pl) { dst.Spec = *src.Spec.DeepCopy() },
@@ -166,13 +169,7 @@ func fsKind(c flowcontrolclient.FlowSchemaInterface) kind[*flowcontrolv1.FlowSch
 	type fs = *flowcontrolv1.FlowSchema
 	return kind[fs, *flowcontrolv1.FlowSchemaList]{
 		resource: "flowschemas", client: c,
-		items: func(l *flowcontrolv1.FlowSchemaList) []fs {
-			out := make([]fs, len(l.Items))
-			for i := range l.Items {
-				out[i] = &l.Items[i]
-			}
-			return out
-		},
+		items:    func(l *flowcontrolv1.FlowSchemaList) []fs { return pointers(l.Items) },
 		defaults: resources.DefaultFlowSchema,
 		spec:     func(o fs) any { return o.Spec },
 		setSpec:  func(dst, src fs) { dst.Spec = *src.Spec.DeepCopy() },
