@@ -125,7 +125,9 @@ func TestDefaultPriorityLevelConfiguration(t *testing.T) {
 	if q := l.LimitResponse.Queuing; q.Queues != 64 || q.HandSize != 8 || q.QueueLengthLimit != 50 {
 		t.Errorf("queuing defaults: %+v", q)
 	}
-	zero := limitedLevel("x", func(l *flowcontrolv1.LimitedPriorityLevelConfiguration) { l.NominalConcurrencyShares = ptr.To[int32](0) })
+	zero := limitedLevel("x", func(l *flowcontrolv1.LimitedPriorityLevelConfiguration) {
+		l.NominalConcurrencyShares = ptr.To[int32](0)
+	})
 	if *zero.Spec.Limited.NominalConcurrencyShares != 0 {
 		t.Error("an explicit zero share was defaulted; v1 keeps it")
 	}
