@@ -50,7 +50,7 @@ func newRoot() *cobra.Command {
 func newUp() *cobra.Command {
 	var cfg server.Config
 	var logLevel, memoryLimit, serviceCIDR, nodePortRange, advertise string
-	var disableKubelet bool
+	var disableKubelet, enableAPF bool
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Start the control plane (API server on embedded etcd) in this process",
@@ -74,6 +74,7 @@ func newUp() *cobra.Command {
 			defer stop()
 			defer dumpGoroutinesOnSIGQUIT(os.Stderr, cfg.Logger)()
 			cfg.RunKubelet = !disableKubelet
+			cfg.DisablePriorityAndFairness = !enableAPF
 			if err := parseCeilingFlags(cmd.Flags(), &cfg.PluginCeilings); err != nil {
 				return err
 			}
@@ -125,8 +126,9 @@ func newUp() *cobra.Command {
 	f.StringVar(&cfg.TLSMinVersion, "tls-min-version", "", "minimum TLS version served (default VersionTLS12); possible values: "+strings.Join(cliflag.TLSPossibleVersions(), ", "))
 	f.StringSliceVar(&cfg.TLSCipherSuites, "tls-cipher-suites", nil, "comma-separated TLS 1.0-1.2 cipher suites served (default Go's); preferred values: "+
 		strings.Join(cliflag.PreferredTLSCipherNames(), ", ")+"; insecure values: "+strings.Join(cliflag.InsecureTLSCipherNames(), ", "))
-	f.IntVar(&cfg.MaxRequestsInFlight, "max-requests-inflight", 400, "concurrent non-mutating requests served; beyond, 429 with Retry-After (watches and logs do not count)")
+	f.IntVar(&cfg.MaxRequestsInFlight, "max-requests-inflight", 400, "concurrent non-mutating requests served; beyond, 429 with Retry-After (watches and logs do not count); with priority and fairness, the two limits' sum is the server's concurrency limit")
 	f.IntVar(&cfg.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", 200, "concurrent mutating requests served; beyond, 429 with Retry-After")
+	f.BoolVar(&enableAPF, "enable-priority-and-fairness", true, "share the server's concurrency among priority levels with fair queuing by FlowSchemas and PriorityLevelConfigurations (API Priority and Fairness); false = the two max-inflight limits")
 	f.IntVar(&cfg.InsecurePort, "insecure-port", 0, "also serve plain HTTP WITHOUT authentication on 127.0.0.1:PORT (tests only; 0 = off)")
 	f.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "static bearer tokens (CSV: token,user,uid,\"group1,group2\")")
 	f.StringSliceVar(&cfg.APIAudiences, "api-audiences", nil, "audiences the API accepts (default: the service account issuer)")

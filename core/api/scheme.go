@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -66,6 +67,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		apiextensionsv1.AddToScheme,
 		admissionregistrationv1.AddToScheme,
 		apiregistrationv1.AddToScheme,
+		flowcontrolv1.AddToScheme,
 	}
 	adders = append(adders, hpaconv.AddConversions)
 	for _, add := range adders {

@@ -47,6 +47,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/version"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
@@ -69,8 +70,13 @@ type Config struct {
 	MoreMetrics []prometheus.Gatherer
 	// MaxRequestBodyBytes bounds request bodies (default 3 MiB).
 	MaxRequestBodyBytes int64
-	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound concurrency (429 beyond).
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound concurrency (429 beyond)
+	// when FlowControl is nil; with it, their sum is its server concurrency limit.
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	// FlowControl, when set, is API Priority and Fairness (k8s.io/apiserver's config
+	// controller, fed by FlowSchemas and PriorityLevelConfigurations): it replaces the
+	// two in-flight limits, as kube-apiserver's --enable-priority-and-fairness does.
+	FlowControl utilflowcontrol.Interface
 	// AdmissionSources add dynamic admission plugins after the built-in ones, in order:
 	// the admission webhooks, then the WASM plugins.
 	AdmissionSources []admission.Source
@@ -260,15 +266,22 @@ func New(cfg Config) (*Server, error) {
 	}))
 	var h http.Handler = restHandler{s: s, other: paths}
 	h = withRequestMetrics(h, cfg.Metrics)
-	// The filters in kube-apiserver's order, innermost first: authorization, max in flight,
-	// impersonation, authentication, request info, panic recovery. Requests wait for an
-	// in-flight slot as the user they act as, before authorization, as Kubernetes' do.
+	// The filters in kube-apiserver's order, innermost first: authorization, max in flight
+	// or priority and fairness, impersonation, authentication, request info, panic
+	// recovery. Requests wait for a seat as the user they act as, before authorization,
+	// as Kubernetes' do.
 	chain := filters.WithAuthorization(h, cfg.Authorizer, s.codecs.WriteError)
-	chain = filters.WithMaxInFlight(chain, cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, s.codecs.WriteError)
+	limit := func(h http.Handler) http.Handler {
+		if cfg.FlowControl != nil {
+			return filters.WithPriorityAndFairness(h, cfg.FlowControl)
+		}
+		return filters.WithMaxInFlight(h, cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, s.codecs.WriteError)
+	}
+	chain = limit(chain)
 	chain = filters.WithImpersonation(chain, cfg.Authorizer, s.codecs.WriteError)
 	chain = filters.WithAuthentication(chain, cfg.Authenticator, s.codecs.WriteError)
 	s.Handler = filters.WithPanicRecovery(filters.WithRequestInfo(chain), s.codecs.WriteError)
-	insecure := filters.WithMaxInFlight(h, cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, s.codecs.WriteError)
+	insecure := limit(h)
 	insecure = filters.WithAuthentication(insecure, filters.AdminAuthenticator{}, s.codecs.WriteError)
 	s.InsecureHandler = filters.WithPanicRecovery(filters.WithRequestInfo(insecure), s.codecs.WriteError)
 	return s, nil

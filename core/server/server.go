@@ -4,6 +4,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -81,6 +82,13 @@ type Config struct {
 	// writes; beyond them requests get 429 with Retry-After (0 = 400 and 200, as
 	// kube-apiserver's defaults).
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	// DisablePriorityAndFairness turns API Priority and Fairness off (kube-apiserver's
+	// --enable-priority-and-fairness=false): the two in-flight limits apply instead.
+	// With it on, their sum is the concurrency the priority levels share.
+	DisablePriorityAndFairness bool
+	// FlowControlBootstrapInterval is how often the APF bootstrap configuration is
+	// re-ensured (0 = every minute, as kube-apiserver; tests shorten it).
+	FlowControlBootstrapInterval time.Duration
 	// InsecurePort, when non-zero, also serves plain HTTP without authentication on
 	// loopback (tests and debugging only; -1 picks a free port).
 	InsecurePort int
@@ -310,23 +318,39 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if err != nil {
 		return fail(err)
 	}
+	var apf *flowControl
+	if !cfg.DisablePriorityAndFairness {
+		limit := cmp.Or(cfg.MaxRequestsInFlight, 400) + cmp.Or(cfg.MaxMutatingRequestsInFlight, 200)
+		if apf, err = newFlowControl(inst.loopbackConfig(), limit, cfg.FlowControlBootstrapInterval, log); err != nil {
+			return fail(err)
+		}
+	}
 	// The node port bitmap is one key, read and written by every API server of the cluster
 	// with optimistic concurrency; it is kept where Kubernetes keeps it.
 	nodePorts := servicealloc.StorageRangeStore{Key: servicealloc.NodePortsKey, Storage: storage.NewEtcd(client, storage.ResourceConfig{
 		GroupResource: corev1.Resource("rangeallocations"), Prefix: "/registry/ranges", Codec: codec,
 		NewFunc: func() runtime.Object { return &corev1.RangeAllocation{} }, NewListFunc: func() runtime.Object { return &metav1.List{} },
 	}, storage.WithLogger(log))}
-	srv, err = apiserver.New(apiserver.Config{
+	extra := map[string]http.Handler{"/debug/pprof/": http.HandlerFunc(pprof.Index),
+		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile), "/debug/pprof/trace": http.HandlerFunc(pprof.Trace)}
+	moreMetrics := []prometheus.Gatherer{webhook.Metrics()}
+	apiCfg := apiserver.Config{
 		ServiceCIDR: cfg.ServiceCIDR, NodePortRange: cfg.NodePortRange, NodePorts: nodePorts, Logger: log,
 		Authorizer: authorizer, RuleResolver: rbac, KubeletClientTLS: kubeletTLS, Scheme: scheme, Storage: factory, Metrics: metrics, Blobs: blobs.New(client, "/wasmplane/blobs"),
 		Authenticator:       chain,
 		MaxRequestsInFlight: cfg.MaxRequestsInFlight, MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
 		TokenReviewer:    tokenReviewer(chain),
 		TokenRequest:     &resources.TokenRequestConfig{Issuer: sec.signer, APIAudiences: sec.audiences},
-		AdmissionSources: []admission.Source{policies, webhooks, plugins}, MoreMetrics: []prometheus.Gatherer{webhook.Metrics()}, InitializerWaiting: plugins.Waiting, PluginCeilings: cfg.PluginCeilings,
+		AdmissionSources: []admission.Source{policies, webhooks, plugins}, InitializerWaiting: plugins.Waiting, PluginCeilings: cfg.PluginCeilings,
 		// Profiling is on, as with kube-apiserver's --profiling default.
-		ExtraHandlers: map[string]http.Handler{"/debug/pprof/": http.HandlerFunc(pprof.Index),
-			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile), "/debug/pprof/trace": http.HandlerFunc(pprof.Trace)}})
+		ExtraHandlers: extra}
+	if apf != nil {
+		apiCfg.FlowControl = apf.controller
+		extra[apfDebugPrefix] = apf.debug
+		moreMetrics = append(moreMetrics, flowControlMetrics())
+	}
+	apiCfg.MoreMetrics = moreMetrics
+	srv, err = apiserver.New(apiCfg)
 	if err != nil {
 		return fail(fmt.Errorf("building API server: %w", err))
 	}
@@ -404,6 +428,12 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		<-webhooksDone
 		<-policiesDone
 		return nil, err
+	}
+	if apf != nil {
+		stopAPF := apf.start(ctx)
+		inst.mu.Lock()
+		inst.closers = append(inst.closers, stopAPF)
+		inst.mu.Unlock()
 	}
 	pluginsDone := make(chan struct{})
 	go func() {

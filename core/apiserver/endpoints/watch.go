@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/watch"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 )
 
 // MinWatchTimeout is the shortest server-chosen watch lifetime; Kubernetes picks a random
@@ -47,6 +48,9 @@ func (s *Scope) Watch(w http.ResponseWriter, req *http.Request, r Request, opts 
 		return
 	}
 	defer wi.Stop()
+	// The watch is established: API Priority and Fairness releases its seat now, as
+	// kube-apiserver's watch cache signals once a watcher is registered.
+	utilflowcontrol.WatchInitialized(req.Context())
 	flusher, _ := w.(http.Flusher)
 	mediaType := out.Info.MediaType
 	if mediaType != runtime.ContentTypeJSON {

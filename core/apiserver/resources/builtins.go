@@ -77,7 +77,7 @@ func Builtins(cfg BuiltinConfig) []Definition {
 	var all []Definition
 	for _, group := range [][]Definition{
 		core, Endpoints(), Discovery(), Networking(), Apps(), Batch(), Coordination(), Events(), Wasmplane(cfg.Blobs), Initializers(), Policy(),
-		RBAC(cfg.Authorizer, cfg.RuleResolver), Certificates(cfg.Authorizer), inputs, NodeAPI(),
+		RBAC(cfg.Authorizer, cfg.RuleResolver), Certificates(cfg.Authorizer), inputs, NodeAPI(), FlowControl(),
 		Authorization(cfg.Authorizer, cfg.RuleResolver), Authentication(cfg.TokenReviewer), VolumeAttributes(), StorageMigration(),
 		APIRegistration(), AutoscalingV2(),
 	} {
