@@ -614,11 +614,17 @@ func opaDecision(entrypoint string, out []byte) ([]byte, error) {
 	if err := json.Unmarshal(out, &rs); err != nil {
 		return nil, fmt.Errorf("result set of %s: %w", entrypoint, err)
 	}
+	// A refusal carries the code and reason every SDK's denial gives (sdk/ABI.md §7.3).
 	type answer struct {
 		Allowed bool   `json:"allowed"`
+		Code    int    `json:"code,omitempty"`
+		Reason  string `json:"reason,omitempty"`
 		Message string `json:"message,omitempty"`
 	}
 	allow := func() ([]byte, error) { return json.Marshal(answer{Allowed: true}) }
+	deny := func(msg string) ([]byte, error) {
+		return json.Marshal(answer{Code: 403, Reason: "Forbidden", Message: msg})
+	}
 	if len(rs) == 0 || len(rs[0].Result) == 0 || string(rs[0].Result) == "null" {
 		return allow()
 	}
@@ -654,12 +660,12 @@ func opaDecision(entrypoint string, out []byte) ([]byte, error) {
 			}
 		}
 		sort.Strings(msgs) // a set's order is the policy engine's, not the author's
-		return json.Marshal(answer{Message: strings.Join(msgs, "; ")})
+		return deny(strings.Join(msgs, "; "))
 	case json.Unmarshal(v, &b) == nil:
 		if b {
 			return allow()
 		}
-		return json.Marshal(answer{Message: "denied by " + entrypoint})
+		return deny("denied by " + entrypoint)
 	case json.Unmarshal(v, &review) == nil && review.Response != nil:
 		if review.Response.Allowed {
 			return allow()
@@ -668,7 +674,7 @@ func opaDecision(entrypoint string, out []byte) ([]byte, error) {
 		if msg == "" {
 			msg = "denied by " + entrypoint
 		}
-		return json.Marshal(answer{Message: msg})
+		return deny(msg)
 	}
 	return nil, fmt.Errorf("%s evaluated to %.200s: want a set of violations, a boolean or an AdmissionReview", entrypoint, v)
 }

@@ -174,12 +174,12 @@ func TestOPADecision(t *testing.T) {
 	}{
 		{"undefined", `[]`, `{"allowed":true}`},
 		{"empty set", `[{"result":[]}]`, `{"allowed":true}`},
-		{"strings, sorted", `[{"result":["b","a"]}]`, `{"allowed":false,"message":"a; b"}`},
-		{"gatekeeper objects", `[{"result":[{"msg":"m","details":{}}]}]`, `{"allowed":false,"message":"m"}`},
-		{"other items as JSON", `[{"result":[{"x":1}]}]`, `{"allowed":false,"message":"{\"x\":1}"}`},
+		{"strings, sorted", `[{"result":["b","a"]}]`, `{"allowed":false,"code":403,"reason":"Forbidden","message":"a; b"}`},
+		{"gatekeeper objects", `[{"result":[{"msg":"m","details":{}}]}]`, `{"allowed":false,"code":403,"reason":"Forbidden","message":"m"}`},
+		{"other items as JSON", `[{"result":[{"x":1}]}]`, `{"allowed":false,"code":403,"reason":"Forbidden","message":"{\"x\":1}"}`},
 		{"allow true", `[{"result":true}]`, `{"allowed":true}`},
-		{"allow false", `[{"result":false}]`, `{"allowed":false,"message":"denied by p/allow"}`},
-		{"kube-mgmt review", `[{"result":{"response":{"allowed":false,"status":{"message":"no"}}}}]`, `{"allowed":false,"message":"no"}`},
+		{"allow false", `[{"result":false}]`, `{"allowed":false,"code":403,"reason":"Forbidden","message":"denied by p/allow"}`},
+		{"kube-mgmt review", `[{"result":{"response":{"allowed":false,"status":{"message":"no"}}}}]`, `{"allowed":false,"code":403,"reason":"Forbidden","message":"no"}`},
 		{"kube-mgmt allowed", `[{"result":{"response":{"allowed":true}}}]`, `{"allowed":true}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
