@@ -284,31 +284,20 @@ func asSDKImport(path string) (prefix, repo string) {
 // regoBundle is the file OPA writes in the build's scratch directory.
 const regoBundle = "bundle.tar.gz"
 
-var (
-	regoPackage = regexp.MustCompile(`(?m)^package\s+([A-Za-z0-9_.]+)`)
-	regoRule    = regexp.MustCompile(`(?m)^(violation|deny|allow)\b`)
-)
-
-// regoEntrypoint names the rule a Rego project's plugin evaluates: violation (as
-// Gatekeeper's templates name it), else deny (as OPA's Kubernetes examples do), else allow,
-// in the package of the first policy file that has one.
+// regoEntrypoint names the rule a Rego project's plugin evaluates
+// (toolchain.RegoEntrypoint), looking at each policy file in turn for the first kind of
+// rule before the next.
 func regoEntrypoint(dir string, files []string) (string, error) {
-	for _, want := range []string{"violation", "deny", "allow"} {
-		for _, f := range files {
-			b, err := os.ReadFile(filepath.Join(dir, f))
-			if err != nil {
-				return "", err
-			}
-			pkg := regoPackage.FindSubmatch(b)
-			if pkg == nil {
-				continue
-			}
-			for _, m := range regoRule.FindAllSubmatch(b, -1) {
-				if string(m[1]) == want {
-					return strings.ReplaceAll(string(pkg[1]), ".", "/") + "/" + want, nil
-				}
-			}
+	srcs := make([][]byte, 0, len(files))
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return "", err
 		}
+		srcs = append(srcs, b)
+	}
+	if ep, ok := toolchain.RegoEntrypoint(srcs...); ok {
+		return ep, nil
 	}
 	return "", fmt.Errorf("no violation, deny or allow rule in %s: the plugin evaluates one of them", strings.Join(files, ", "))
 }

@@ -168,20 +168,17 @@ func Rego(tb testing.TB, example string) []byte {
 	return RegoSource(tb, string(src), "")
 }
 
-// RegoSource compiles a Rego policy with OPA; entrypoint defaults to the package's
-// violation rule.
+// RegoSource compiles a Rego policy with OPA; entrypoint defaults to the rule
+// `wasmplane plugin build` would pick (toolchain.RegoEntrypoint).
 func RegoSource(tb testing.TB, src, entrypoint string) []byte {
 	tb.Helper()
 	opa := RequireTool(tb, "opa")
 	if entrypoint == "" {
-		pkg := ""
-		for _, line := range strings.Split(src, "\n") {
-			if rest, ok := strings.CutPrefix(line, "package "); ok {
-				pkg = strings.TrimSpace(rest)
-				break
-			}
+		ep, ok := toolchain.RegoEntrypoint([]byte(src))
+		if !ok {
+			tb.Fatalf("wasmtest: no violation, deny or allow rule in the policy")
 		}
-		entrypoint = strings.ReplaceAll(pkg, ".", "/") + "/violation"
+		entrypoint = ep
 	}
 	return buildExample(tb, "rego:"+entrypoint+":"+src, func(out, work string) error {
 		policy := filepath.Join(work, "policy.rego")

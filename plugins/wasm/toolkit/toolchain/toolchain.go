@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -107,4 +108,30 @@ func Unbundle(bundle, out string) error {
 		}
 		return nil
 	}
+}
+
+var (
+	regoPackage = regexp.MustCompile(`(?m)^package\s+([A-Za-z0-9_.]+)`)
+	regoRule    = regexp.MustCompile(`(?m)^(violation|deny|allow)\b`)
+)
+
+// RegoEntrypoint names the rule a Rego plugin evaluates, as `opa build -e` wants it
+// (package path with slashes, then the rule): violation (as Gatekeeper's templates name
+// it), else deny (as OPA's Kubernetes examples do), else allow, in the package of the
+// first source that has one.
+func RegoEntrypoint(srcs ...[]byte) (string, bool) {
+	for _, want := range []string{"violation", "deny", "allow"} {
+		for _, b := range srcs {
+			pkg := regoPackage.FindSubmatch(b)
+			if pkg == nil {
+				continue
+			}
+			for _, m := range regoRule.FindAllSubmatch(b, -1) {
+				if string(m[1]) == want {
+					return strings.ReplaceAll(string(pkg[1]), ".", "/") + "/" + want, true
+				}
+			}
+		}
+	}
+	return "", false
 }
