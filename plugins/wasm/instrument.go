@@ -277,24 +277,15 @@ func countImports(p []byte) (importCounts, error) {
 		if mod == abi.HostModule && name == checkpointImport {
 			return c, fmt.Errorf("module imports %s.%s, a function only the host may add", mod, name)
 		}
-		switch kind := r.byte(); kind {
-		case 0x00: // func
-			r.u32()
-			c.funcs++
-		case 0x01: // table
-			r.reftype()
-			r.limits()
-		case 0x02: // memory
-			r.limits()
-		case 0x03: // global
-			r.valtype()
-			r.byte()
-			c.globals++
-		case 0x04: // tag
-			r.byte()
-			r.u32()
-		default:
+		kind := r.byte()
+		if !r.importDesc(kind) {
 			return c, fmt.Errorf("import %d: unknown kind %#x", i, kind)
+		}
+		switch kind {
+		case 0x00:
+			c.funcs++
+		case 0x03:
+			c.globals++
 		}
 	}
 	return c, r.err
