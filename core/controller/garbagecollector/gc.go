@@ -167,6 +167,14 @@ func (c *Collector) resync(informers map[schema.GroupVersionResource]*watched, w
 			c.namespaced[gvr] = r.Namespaced
 			c.mu.Unlock()
 			wg.Go(func() { inf.Run(w.stop) })
+			// An owner deleted before this informer's first list is never seen, so no
+			// event would wake its dependents: once the list is in, look again at every
+			// dependent whose owner is not in the graph.
+			wg.Go(func() {
+				if cache.WaitForCacheSync(w.stop, w.synced) {
+					c.queueOrphaned()
+				}
+			})
 		}
 	}
 	for gvr, w := range informers {
@@ -184,6 +192,21 @@ func (c *Collector) resync(informers map[schema.GroupVersionResource]*watched, w
 	c.mapper = mapper
 	c.mu.Unlock()
 	return nil
+}
+
+// queueOrphaned queues every dependent one of whose owners is not in the graph.
+func (c *Collector) queueOrphaned() {
+	c.mu.RLock()
+	var deps []types.UID
+	for owner, ds := range c.dependents {
+		if c.nodes[owner] == nil {
+			deps = append(deps, ds.UnsortedList()...)
+		}
+	}
+	c.mu.RUnlock()
+	for _, d := range deps {
+		c.queue.Add(d)
+	}
 }
 
 func asMeta(obj any) (*metav1.PartialObjectMetadata, bool) {
@@ -240,6 +263,9 @@ func (c *Collector) forget(obj any) {
 	}
 	delete(c.nodes, m.UID)
 	deps := c.dependents[m.UID].UnsortedList()
+	if len(deps) == 0 {
+		delete(c.dependents, m.UID)
+	}
 	c.mu.Unlock()
 	for _, d := range deps {
 		c.queue.Add(d)

@@ -36,6 +36,15 @@ func TestGraphBookkeeping(t *testing.T) {
 			c.forget(cache.DeletedFinalStateUnknown{Key: "ns/rs2", Obj: obj("rs2", "rs2")})
 		}, map[string][]string{"rs2": {"p1"}}, 1},
 		{"a deleted dependent leaves the index and wakes its owner", func() { c.forget(obj("p1", "p1", "rs2")) }, map[string][]string{"rs2": nil}, 2},
+		{"a new informer's first list wakes the dependents of owners not in the graph", func() {
+			c.observe(pods, obj("p2", "p2", "never-seen"))
+			c.observe(pods, obj("p3", "p3", "rs1"))
+			for c.queue.Len() > 0 {
+				uid, _ := c.queue.Get()
+				c.queue.Done(uid)
+			}
+			c.queueOrphaned()
+		}, map[string][]string{"never-seen": {"p2"}}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.do()
