@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha512"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -125,6 +126,9 @@ func serveAggregated(doc *aggregatedDocument, w http.ResponseWriter, req *http.R
 	return ok
 }
 
+// errNoDocument says a listed group version has no resource list.
+var errNoDocument = errors.New("no discovery document")
+
 // aggregatedDocuments builds the aggregated documents of /api (the core group) and /apis
 // (every other group, in the order and with the preferred version of the legacy list)
 // from the same APIResourceLists the legacy /api/v1 and /apis/<group>/<version> serve.
@@ -132,7 +136,7 @@ func aggregatedDocuments(versions map[schema.GroupVersion]*metav1.APIResourceLis
 	version := func(gv schema.GroupVersion) (apidiscoveryv2.APIVersionDiscovery, error) {
 		list, ok := versions[gv]
 		if !ok {
-			return apidiscoveryv2.APIVersionDiscovery{}, fmt.Errorf("group version %s is listed but not served", gv)
+			return apidiscoveryv2.APIVersionDiscovery{}, errNoDocument
 		}
 		res, err := aggregatedResources(gv, list.APIResources)
 		if err != nil {
@@ -160,12 +164,19 @@ func aggregatedDocuments(versions map[schema.GroupVersion]*metav1.APIResourceLis
 		}
 		for _, v := range order {
 			vd, err := version(schema.GroupVersion{Group: lg.Name, Version: v})
+			if errors.Is(err, errNoDocument) {
+				// An aggregated server that has not answered yet: listed in the legacy
+				// document, left out here until its resources are known.
+				continue
+			}
 			if err != nil {
 				return nil, nil, err
 			}
 			g.Versions = append(g.Versions, vd)
 		}
-		apis.Items = append(apis.Items, g)
+		if len(g.Versions) > 0 {
+			apis.Items = append(apis.Items, g)
+		}
 	}
 	return api, apis, nil
 }

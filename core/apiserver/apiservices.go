@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wasmplane/wasmplane/core/apiserver/aggregator"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,10 +30,9 @@ const (
 	manageOnStart      = "onstart"
 	manageContinuously = "true"
 
-	// notProxiedReason is the Available=False reason of an APIService that names a
-	// Service: wasmplane does not proxy to aggregated API servers.
-	notProxiedReason  = "ProxyNotSupported"
-	notProxiedMessage = "wasmplane does not proxy requests to aggregated API servers; this group version is not served"
+	// apiServiceCheckInterval is how often the aggregated API servers are checked (and
+	// their discovery documents fetched) besides on every APIService change.
+	apiServiceCheckInterval = 10 * time.Second
 )
 
 // apiServicePriority is an APIService's groupPriorityMinimum and versionPriority.
@@ -134,6 +135,20 @@ func (s *Server) RunAPIServices(ctx context.Context, log *slog.Logger) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
+		t := time.NewTicker(apiServiceCheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if _, n := s.aggregator.Generation(); n > 0 {
+					poke()
+				}
+			}
+		}
+	})
+	wg.Go(func() {
 		for {
 			snap := s.cur.Load()
 			poke()
@@ -144,7 +159,14 @@ func (s *Server) RunAPIServices(ctx context.Context, log *slog.Logger) {
 			}
 		}
 	})
-	wg.Go(func() { watchPoking(ctx, store, poke, log) })
+	wg.Go(func() { watchPoking(ctx, store, func(any) bool { return true }, poke, log) })
+	// A change of the Service or Endpoints an APIService names is checked at once, as
+	// kube-aggregator's availability controller does.
+	for _, gr := range []schema.GroupResource{corev1.Resource("services"), corev1.Resource("endpoints")} {
+		if st := s.Store(gr); st != nil {
+			wg.Go(func() { watchPoking(ctx, st, s.aggregator.Names, poke, log) })
+		}
+	}
 	defer wg.Wait()
 	for {
 		select {
@@ -164,8 +186,9 @@ func (s *Server) RunAPIServices(ctx context.Context, log *slog.Logger) {
 	}
 }
 
-// watchPoking calls poke on every change of store's objects, rewatching when a watch ends.
-func watchPoking(ctx context.Context, store *registry.Store, poke func(), log *slog.Logger) {
+// watchPoking calls poke on every change of store's objects that matters says matter,
+// rewatching when a watch ends.
+func watchPoking(ctx context.Context, store *registry.Store, matters func(obj any) bool, poke func(), log *slog.Logger) {
 	for ctx.Err() == nil {
 		w, err := store.Watch(ctx, "", &metav1.ListOptions{})
 		if err != nil {
@@ -177,8 +200,10 @@ func watchPoking(ctx context.Context, store *registry.Store, poke func(), log *s
 			}
 			continue
 		}
-		for range w.ResultChan() {
-			poke()
+		for ev := range w.ResultChan() {
+			if matters(ev.Object) {
+				poke()
+			}
 		}
 		w.Stop()
 		poke()
@@ -254,6 +279,8 @@ func (s *Server) syncAPIServices(ctx context.Context, store *registry.Store) err
 				return fmt.Errorf("creating APIService %s: %w", name, err)
 			}
 			existing[name] = created.(*apiregistrationv1.APIService)
+		case have.Spec.Service != nil:
+			// The admin handed this group version to an aggregated server: theirs to keep.
 		case have.Labels[autoManagedLabel] != "" &&
 			(!equality.Semantic.DeepEqual(have.Spec, want.Spec) || have.Labels[autoManagedLabel] != want.Labels[autoManagedLabel]):
 			updated, _, err := store.Update(ctx, "", name, func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
@@ -274,7 +301,7 @@ func (s *Server) syncAPIServices(ctx context.Context, store *registry.Store) err
 		}
 	}
 	for name, have := range existing {
-		if desired[name] != nil || have.Labels[autoManagedLabel] == "" {
+		if desired[name] != nil || have.Labels[autoManagedLabel] == "" || have.Spec.Service != nil {
 			continue
 		}
 		_, _, err := store.Delete(ctx, "", name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(have.UID)}}, registry.WriteOptions{})
@@ -283,15 +310,21 @@ func (s *Server) syncAPIServices(ctx context.Context, store *registry.Store) err
 		}
 		delete(existing, name)
 	}
+	all := make([]*apiregistrationv1.APIService, 0, len(existing))
+	for _, have := range existing {
+		all = append(all, have)
+	}
+	s.aggregator.SetAPIServices(all)
+	s.aggregator.Check(ctx)
 	for name, have := range existing {
-		want := availability(have)
+		want := s.availability(have)
 		if c := apiregistrationv1helper.GetAPIServiceConditionByType(have, apiregistrationv1.Available); c != nil &&
 			c.Status == want.Status && c.Reason == want.Reason && c.Message == want.Message {
 			continue
 		}
 		_, _, err := store.Update(ctx, "", name, func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
 			as := cur.DeepCopyObject().(*apiregistrationv1.APIService)
-			apiregistrationv1helper.SetAPIServiceCondition(as, availability(as))
+			apiregistrationv1helper.SetAPIServiceCondition(as, s.availability(as))
 			return as, nil
 		}, registry.UpdateOptions{WriteOptions: registry.WriteOptions{Subresource: "status"}, Strategy: store.Resource.StatusStrategy, AllowUnconditional: true})
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -302,12 +335,17 @@ func (s *Server) syncAPIServices(ctx context.Context, store *registry.Store) err
 }
 
 // availability is the Available condition an APIService should have: true for a local
-// one, as kube-aggregator says; false for one that names a Service, because wasmplane
-// does not proxy to it (saying so rather than pretending).
-func availability(as *apiregistrationv1.APIService) apiregistrationv1.APIServiceCondition {
+// one, as kube-aggregator says; for one that names a Service, what the last check of its
+// server found.
+func (s *Server) availability(as *apiregistrationv1.APIService) apiregistrationv1.APIServiceCondition {
 	if as.Spec.Service == nil {
 		return apiregistrationv1helper.NewLocalAvailableAPIServiceCondition()
 	}
-	return apiregistrationv1.APIServiceCondition{Type: apiregistrationv1.Available, Status: apiregistrationv1.ConditionFalse,
-		LastTransitionTime: metav1.Now(), Reason: notProxiedReason, Message: notProxiedMessage}
+	c, ok := s.aggregator.Condition(as.Name, schema.GroupVersion{Group: as.Spec.Group, Version: as.Spec.Version})
+	if !ok {
+		c = apiregistrationv1.APIServiceCondition{Type: apiregistrationv1.Available, Status: apiregistrationv1.ConditionFalse,
+			Reason: aggregator.ReasonFailedDiscoveryCheck, Message: "not checked yet"}
+	}
+	c.LastTransitionTime = metav1.Now()
+	return c
 }

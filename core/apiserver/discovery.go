@@ -1,10 +1,13 @@
 package apiserver
 
 import (
+	"cmp"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
+	"github.com/wasmplane/wasmplane/core/apiserver/aggregator"
 	"github.com/wasmplane/wasmplane/core/apiserver/endpoints"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,13 +24,22 @@ type discovery struct {
 	api, apis *aggregatedDocument
 }
 
-// newDiscovery builds every discovery document of routes.
-func newDiscovery(routes *endpoints.Routes) *discovery {
+// newDiscovery builds every discovery document of routes and of the group versions
+// aggregated servers serve (which take the place of a local one of the same name).
+func newDiscovery(routes *endpoints.Routes, aggregated []aggregator.Version) *discovery {
 	d := &discovery{versions: map[schema.GroupVersion]*metav1.APIResourceList{}, groups: map[string]*metav1.APIGroup{}}
-	for _, gv := range routes.GroupVersions() {
+	gvs := routes.GroupVersions()
+	for _, gv := range gvs {
 		d.versions[gv] = endpoints.Discovery(gv, routes.Version(gv).Resources)
 	}
-	d.groupList = groupList(routes.GroupVersions())
+	for _, v := range aggregated {
+		// A server that has not answered yet is listed, without resources.
+		delete(d.versions, v.GroupVersion)
+		if v.Resources != nil {
+			d.versions[v.GroupVersion] = v.Resources
+		}
+	}
+	d.groupList = groupList(withAggregated(gvs, aggregated))
 	for i := range d.groupList.Groups {
 		d.groups[d.groupList.Groups[i].Name] = &d.groupList.Groups[i]
 	}
@@ -43,6 +55,77 @@ func newDiscovery(routes *endpoints.Routes) *discovery {
 		d.api, d.apis = nil, nil
 	}
 	return d
+}
+
+// withAggregated adds the aggregated group versions missing from gvs: a version of a
+// listed group after that group's, a new group before the first local group of lower
+// priority, as kube-aggregator orders groups by groupPriorityMinimum.
+func withAggregated(gvs []schema.GroupVersion, aggregated []aggregator.Version) []schema.GroupVersion {
+	extra := slices.Clone(aggregated)
+	slices.SortFunc(extra, func(a, b aggregator.Version) int {
+		return cmp.Or(cmp.Compare(b.GroupPriority, a.GroupPriority), cmp.Compare(a.GroupVersion.Group, b.GroupVersion.Group),
+			cmp.Compare(b.VersionPriority, a.VersionPriority), cmp.Compare(a.GroupVersion.Version, b.GroupVersion.Version))
+	})
+	out := slices.Clone(gvs)
+	for _, v := range extra {
+		if slices.Contains(out, v.GroupVersion) {
+			continue
+		}
+		at, last := len(out), -1
+		for i, gv := range out {
+			if gv.Group == v.GroupVersion.Group {
+				last = i
+			}
+		}
+		if last >= 0 {
+			at = last + 1
+		} else {
+			for i, gv := range out {
+				if gv.Group != "" && builtinAPIServicePriority(gv).group < v.GroupPriority {
+					at = i
+					break
+				}
+			}
+		}
+		out = slices.Insert(out, at, v.GroupVersion)
+	}
+	return out
+}
+
+// mergedDiscovery is the discovery of one snapshot with one generation of the
+// aggregated group versions.
+type mergedDiscovery struct {
+	snap *snapshot
+	gen  uint64
+	disc *discovery
+}
+
+// discoveryOf returns the discovery documents of snap with the aggregated group versions.
+func (s *Server) discoveryOf(snap *snapshot) *discovery {
+	gen, n := s.aggregator.Generation()
+	if n == 0 {
+		return snap.disc
+	}
+	if m := s.merged.Load(); m != nil && m.snap == snap && m.gen == gen {
+		return m.disc
+	}
+	agg := s.aggregator.Discovery()
+	d := newDiscovery(snap.routes, agg.Versions)
+	s.merged.Store(&mergedDiscovery{snap: snap, gen: agg.Gen, disc: d})
+	return d
+}
+
+// aggregatedPath returns the group version of a path at or below /apis/GROUP/VERSION.
+func aggregatedPath(path string) (schema.GroupVersion, bool) {
+	rest, ok := strings.CutPrefix(path, "/apis/")
+	if !ok {
+		return schema.GroupVersion{}, false
+	}
+	parts := strings.SplitN(rest, "/", 3)
+	if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
+		return schema.GroupVersion{}, false
+	}
+	return schema.GroupVersion{Group: parts[0], Version: parts[1]}, true
 }
 
 // document returns the server of the discovery document at path, nil when path is not

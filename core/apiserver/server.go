@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/wasmplane/wasmplane/core/apiserver/aggregator"
 	"log/slog"
 	"net"
 	"net/http"
@@ -115,6 +116,9 @@ type Config struct {
 	NodePorts servicealloc.RangeStore
 	// Logger receives the server's logs; nil = slog.Default().
 	Logger *slog.Logger
+	// ProxyClientCertificate is the front-proxy client certificate the aggregation layer
+	// presents to aggregated API servers (kube-apiserver's --proxy-client-cert-file).
+	ProxyClientCertificate *tls.Certificate
 }
 
 // noRules is the RuleResolver of a server without RBAC.
@@ -150,6 +154,11 @@ type Server struct {
 	nsMarked recentSet
 	// services allocates Services' cluster IPs and node ports.
 	services *servicealloc.Services
+	// aggregator forwards the group versions APIServices assign to Services.
+	aggregator *aggregator.Aggregator
+	// merged is the discovery of cur with the aggregated group versions, rebuilt when
+	// either changes.
+	merged atomic.Pointer[mergedDiscovery]
 }
 
 // liveLookupTTL is how long after marking a namespace Terminating NamespaceLifecycle
@@ -217,6 +226,10 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{codecs: endpoints.NewCodecs(cfg.Scheme), metrics: cfg.Metrics, scheme: cfg.Scheme, newStorage: cfg.Storage,
 		maxBody: cfg.MaxRequestBodyBytes, traceSize: cfg.TraceSize, typeConverter: apply.NewTypeConverter(cfg.Scheme)}
 	s.initializers = &initializerRegistry{s: s, waiting: cfg.InitializerWaiting}
+	s.aggregator = aggregator.New(aggregator.Config{ClientCertificate: cfg.ProxyClientCertificate, Logger: cfg.Logger,
+		Lookup: func(ctx context.Context, gr schema.GroupResource, namespace, name string) (runtime.Object, error) {
+			return s.Lookup(ctx, gr, namespace, name)
+		}})
 	s.admission = builtinAdmission(s, &cfg)
 	s.cur.Store(s.newSnapshot(nil))
 	services, err := newServiceAllocator(s, &cfg)
@@ -336,7 +349,7 @@ func (s *Server) newSnapshot(list []*served) *snapshot {
 		apis = append(apis, sv.api)
 	}
 	snap.routes = endpoints.NewRoutes(s.codecs, apis)
-	snap.disc = newDiscovery(snap.routes)
+	snap.disc = newDiscovery(snap.routes, nil)
 	resources := openAPIResources(snap.routes, s.scheme)
 	// Resources with their own documents (custom resources) are merged per group version.
 	own := map[string][]*spec3.OpenAPI{}
@@ -543,7 +556,15 @@ func (h restHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.other.ServeHTTP(w, req)
 		return
 	}
-	if doc := snap.disc.document(path); doc != nil {
+	if gv, ok := aggregatedPath(path); ok && h.s.aggregator.Handles(gv) {
+		u, _ := filters.UserFrom(req.Context())
+		if u == nil {
+			u = &filters.User{}
+		}
+		h.s.aggregator.Serve(w, req, gv, u.Name, u.UID, u.Groups, u.Extra, h.s.codecs.WriteError)
+		return
+	}
+	if doc := h.s.discoveryOf(snap).document(path); doc != nil {
 		if req.Method != http.MethodGet {
 			h.s.codecs.WriteError(w, req, apierrors.NewMethodNotSupported(schema.GroupResource{}, req.Method))
 			return

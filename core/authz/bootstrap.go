@@ -311,6 +311,18 @@ func autoUpdate(m *metav1.ObjectMeta) bool {
 	return m.Annotations[rbacv1.AutoUpdateAnnotationKey] == "true"
 }
 
+// Roles returns the default Roles of kube-system (a fresh copy on every call), as
+// Kubernetes bootstraps them: extension-apiserver-authentication-reader lets aggregated
+// API servers read the ConfigMap that says which client certificates to trust.
+func Roles() []rbacv1.Role {
+	reader := rule([]string{"get", "list", "watch"}, g(""), "configmaps")
+	reader.ResourceNames = []string{"extension-apiserver-authentication"}
+	r := rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "extension-apiserver-authentication-reader", Namespace: metav1.NamespaceSystem},
+		Rules: []rbacv1.PolicyRule{reader}}
+	addDefaults(&r.ObjectMeta)
+	return []rbacv1.Role{r}
+}
+
 // EnsureBootstrapPolicy creates the default ClusterRoles and ClusterRoleBindings that are
 // missing, and reconciles those annotated rbac.authorization.kubernetes.io/autoupdate=true:
 // missing rules, aggregation selectors, labels, annotations and subjects are added
@@ -338,6 +350,26 @@ func EnsureBootstrapPolicy(ctx context.Context, c kubernetes.Interface) error {
 				return fmt.Errorf("reconciling clusterrole %s: %w", want.Name, err)
 			}
 			slog.Debug("reconciled bootstrap clusterrole", "name", want.Name)
+		}
+	}
+	for _, want := range Roles() {
+		nsRoles := c.RbacV1().Roles(want.Namespace)
+		have, err := nsRoles.Get(ctx, want.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			if _, err := nsRoles.Create(ctx, &want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating role %s/%s: %w", want.Namespace, want.Name, err)
+			}
+		case err != nil:
+			return fmt.Errorf("reading role %s/%s: %w", want.Namespace, want.Name, err)
+		case autoUpdate(&have.ObjectMeta):
+			if covered, missing := validation.Covers(have.Rules, want.Rules); !covered {
+				have = have.DeepCopy()
+				have.Rules = append(have.Rules, missing...)
+				if _, err := nsRoles.Update(ctx, have, metav1.UpdateOptions{}); err != nil {
+					return fmt.Errorf("reconciling role %s/%s: %w", want.Namespace, want.Name, err)
+				}
+			}
 		}
 	}
 	bindings := c.RbacV1().ClusterRoleBindings()

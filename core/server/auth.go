@@ -43,9 +43,15 @@ var DefaultAuthenticationOrder = []string{AuthX509, AuthTokenFile, AuthServiceAc
 
 // security is the server's PKI and credentials.
 type security struct {
-	ca            *pki.CA
-	serving       *pki.Pair
-	admin         *pki.Pair
+	ca      *pki.CA
+	serving *pki.Pair
+	admin   *pki.Pair
+	// frontProxyCA signs frontProxy, the client certificate the aggregation layer
+	// presents to aggregated API servers (kubeadm's front-proxy-ca and
+	// front-proxy-client): a CA of its own, so that no user's certificate can send
+	// front-proxy headers.
+	frontProxyCA  *pki.CA
+	frontProxy    *pki.Pair
 	signer        *authn.TokenSigner
 	loopbackToken string
 	audiences     []string
@@ -82,6 +88,14 @@ func setupSecurity(cfg *Config) (*security, error) {
 	if err != nil {
 		return nil, err
 	}
+	frontProxyCA, err := pki.LoadOrCreateCA(filepath.Join(dir, "front-proxy"))
+	if err != nil {
+		return nil, fmt.Errorf("front-proxy certificate authority: %w", err)
+	}
+	frontProxy, err := frontProxyCA.Ensure("front-proxy-client", pki.Leaf{CommonName: frontProxyClientName, Usage: pki.ClientAuth})
+	if err != nil {
+		return nil, err
+	}
 	key, err := pki.LoadOrCreateSigningKey(filepath.Join(dir, "sa.key"))
 	if err != nil {
 		return nil, fmt.Errorf("service account signing key: %w", err)
@@ -98,7 +112,20 @@ func setupSecurity(cfg *Config) (*security, error) {
 	if len(auds) == 0 {
 		auds = []string{signer.Issuer()}
 	}
-	return &security{ca: ca, serving: serving, admin: admin, signer: signer, loopbackToken: hex.EncodeToString(b), audiences: auds}, nil
+	return &security{ca: ca, serving: serving, admin: admin, frontProxyCA: frontProxyCA, frontProxy: frontProxy, signer: signer, loopbackToken: hex.EncodeToString(b), audiences: auds}, nil
+}
+
+// frontProxyClientName is the front-proxy client certificate's common name, the one
+// name aggregated servers allow to send the user headers.
+const frontProxyClientName = "front-proxy-client"
+
+// proxyClientCertificate is the front-proxy client certificate as a TLS certificate.
+func (s *security) proxyClientCertificate() (*tls.Certificate, error) {
+	c, err := tls.X509KeyPair(s.frontProxy.CertPEM, s.frontProxy.KeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("front-proxy client certificate: %w", err)
+	}
+	return &c, nil
 }
 
 // tlsConfig serves the API with the serving certificate and asks (without requiring)

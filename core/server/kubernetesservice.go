@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/wasmplane/wasmplane/core/controlplane/authtrust"
 	"github.com/wasmplane/wasmplane/core/controlplane/kubernetesservice"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -60,4 +61,31 @@ func advertiseAddress(configured netip.Addr, bound *net.TCPAddr) netip.Addr {
 		}
 	}
 	return netip.MustParseAddr("127.0.0.1")
+}
+
+// startAuthenticationTrust writes kube-system/extension-apiserver-authentication before
+// the server reports ready (an aggregated server reads it when it starts) and keeps it
+// until ctx ends; the returned func stops it and waits.
+func startAuthenticationTrust(ctx context.Context, cfg *rest.Config, sec *security, log *slog.Logger) (func(), error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "wasmplane-apiserver/authentication-trust"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("authentication trust client: %w", err)
+	}
+	tc := authtrust.Config{Client: client, ClientCA: sec.ca.CertPEM, RequestHeaderCA: sec.frontProxyCA.CertPEM,
+		RequestHeaderAllowedNames: []string{frontProxyClientName}, Logger: log}
+	if err := authtrust.Reconcile(ctx, tc); err != nil {
+		return nil, fmt.Errorf("writing %s/%s: %w", authtrust.Namespace, authtrust.Name, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		authtrust.Run(ctx, tc)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}, nil
 }

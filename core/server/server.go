@@ -331,6 +331,10 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		GroupResource: corev1.Resource("rangeallocations"), Prefix: "/registry/ranges", Codec: codec,
 		NewFunc: func() runtime.Object { return &corev1.RangeAllocation{} }, NewListFunc: func() runtime.Object { return &metav1.List{} },
 	}, storage.WithLogger(log))}
+	proxyCert, err := sec.proxyClientCertificate()
+	if err != nil {
+		return fail(err)
+	}
 	extra := map[string]http.Handler{"/debug/pprof/": http.HandlerFunc(pprof.Index),
 		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile), "/debug/pprof/trace": http.HandlerFunc(pprof.Trace)}
 	moreMetrics := []prometheus.Gatherer{webhook.Metrics()}
@@ -343,7 +347,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		TokenRequest:     &resources.TokenRequestConfig{Issuer: sec.signer, APIAudiences: sec.audiences},
 		AdmissionSources: []admission.Source{policies, webhooks, plugins}, InitializerWaiting: plugins.Waiting, PluginCeilings: cfg.PluginCeilings,
 		// Profiling is on, as with kube-apiserver's --profiling default.
-		ExtraHandlers: extra}
+		ExtraHandlers: extra, ProxyClientCertificate: proxyCert}
 	if apf != nil {
 		apiCfg.FlowControl = apf.controller
 		extra[apfDebugPrefix] = apf.debug
@@ -467,6 +471,15 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	}
 	inst.mu.Lock()
 	inst.beforeShutdown = append(inst.beforeShutdown, stopKubernetesService)
+	inst.mu.Unlock()
+	stopTrust, err := startAuthenticationTrust(ctx, inst.loopbackConfig(), sec, log)
+	if err != nil {
+		cancel()
+		<-inst.done
+		return nil, err
+	}
+	inst.mu.Lock()
+	inst.closers = append(inst.closers, stopTrust)
 	inst.mu.Unlock()
 	ctrlCtx := ctx
 	if cfg.DisableControllers {

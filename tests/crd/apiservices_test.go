@@ -116,7 +116,8 @@ func TestAPIServices(t *testing.T) {
 	}
 	waitFor("v1.apps", local("apps", "v1", 17800, 15, "onstart"))
 
-	// One that names a Service is not available: wasmplane does not proxy.
+	// One that names a Service that does not exist is not available, with
+	// kube-aggregator's reason.
 	remote := &apiregistrationv1.APIService{ObjectMeta: metav1.ObjectMeta{Name: "v1alpha1.remote.example.com"},
 		Spec: apiregistrationv1.APIServiceSpec{Group: "remote.example.com", Version: "v1alpha1", GroupPriorityMinimum: 2000, VersionPriority: 10,
 			InsecureSkipTLSVerify: true, Service: &apiregistrationv1.ServiceReference{Namespace: "default", Name: "remote"}}}
@@ -130,7 +131,8 @@ func TestAPIServices(t *testing.T) {
 	waitFor(remote.Name, func(as *apiregistrationv1.APIService) bool {
 		for _, c := range as.Status.Conditions {
 			if c.Type == apiregistrationv1.Available {
-				return c.Status == apiregistrationv1.ConditionFalse && c.Reason == "ProxyNotSupported"
+				return c.Status == apiregistrationv1.ConditionFalse && c.Reason == "ServiceNotFound" &&
+					c.Message == `service/remote in "default" is not present`
 			}
 		}
 		return false
