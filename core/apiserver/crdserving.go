@@ -3,6 +3,8 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/core/apiserver/aggregator"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -52,6 +54,8 @@ type crdServer struct {
 	seen map[string]*apiextensionsv1.CustomResourceDefinition
 	// served is what is routed for each CRD.
 	served map[string]*servedCRD
+	// converters builds the conversion webhook clients of CRDs that name one.
+	converters *conversion.CRConverterFactory
 }
 
 // servedCRD is one CRD's storage and routes.
@@ -77,6 +81,13 @@ func (s *Server) RunCustomResources(ctx context.Context, log *slog.Logger) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 5*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "crds"}),
 		seen: map[string]*apiextensionsv1.CustomResourceDefinition{}, served: map[string]*servedCRD{}}
+	// Conversion webhooks reach a Service as the aggregation layer does; a CRD naming one
+	// cannot be served without this, so failing to build it is logged and such CRDs wait.
+	converters, err := conversion.NewCRConverterFactory(aggregator.ResolveService{Lookup: s.Lookup}, nil)
+	if err != nil {
+		log.Error("conversion webhooks unavailable", "err", err)
+	}
+	c.converters = converters
 	var wg sync.WaitGroup
 	wg.Go(func() { c.work(ctx) })
 	c.watch(ctx)
@@ -281,6 +292,15 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 	if err != nil {
 		return err
 	}
+	var converter runtime.ObjectConvertor
+	if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+		if c.converters == nil {
+			return fmt.Errorf("%s needs a conversion webhook and the webhook client could not be built", crd.Name)
+		}
+		if converter, _, err = c.converters.NewConverter(crd); err != nil {
+			return fmt.Errorf("conversion webhook of %s: %w", crd.Name, err)
+		}
+	}
 	prefix := customresource.StoragePrefix(crd)
 	if cur != nil && (cur.uid != string(crd.UID) || cur.prefix != prefix) {
 		c.unserve(crd.Name)
@@ -320,7 +340,7 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 			return coerce(u)
 		}
 		st := &customresource.Versioned{Inner: cur.storage, Served: res.GroupVersion,
-			Stored: schema.GroupVersion{Group: res.GroupVersion.Group, Version: v.StorageVersion}, Defaults: v.Defaults}
+			Stored: schema.GroupVersion{Group: res.GroupVersion.Group, Version: v.StorageVersion}, Defaults: v.Defaults, Converter: converter}
 		store := registry.NewStore(res, st, prefix)
 		store.Initializers = c.s.initializers
 		cur.stores = append(cur.stores, store)

@@ -311,15 +311,39 @@ func available() apiregistrationv1.APIServiceCondition {
 		Reason: ReasonPassed, Message: "all checks passed"}
 }
 
-// resolve finds where a Service's API server listens: an ExternalName Service's host,
-// else a random ready address of its Endpoints on the Service port's target, as
-// kube-aggregator's endpoint routing does (there is no proxy to route a ClusterIP here).
+// resolve finds where an APIService's Service listens, or the condition saying why not.
 func (a *Aggregator) resolve(ctx context.Context, ref *apiregistrationv1.ServiceReference) (*url.URL, apiregistrationv1.APIServiceCondition) {
 	port := int32(443)
 	if ref.Port != nil {
 		port = *ref.Port
 	}
-	obj, err := a.cfg.Lookup(ctx, corev1.Resource("services"), ref.Namespace, ref.Name)
+	return Resolve(ctx, a.cfg.Lookup, ref.Namespace, ref.Name, port)
+}
+
+// ResolveService is webhookutil.ServiceResolver over Resolve, for the other clients of
+// Services the API server has (conversion webhooks).
+type ResolveService struct {
+	Lookup LookupFunc
+}
+
+// ResolveEndpoint implements webhookutil.ServiceResolver.
+func (r ResolveService) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	u, cond := Resolve(ctx, r.Lookup, namespace, name, port)
+	if u == nil {
+		return nil, errors.New(cond.Message)
+	}
+	return u, nil
+}
+
+// Resolve finds where a Service's server listens on port: an ExternalName Service's host,
+// else a random ready address of its Endpoints on the Service port's target, as
+// kube-aggregator's endpoint routing does (there is no proxy to route a ClusterIP here).
+// Without one, the condition says why, with kube-aggregator's reasons.
+func Resolve(ctx context.Context, lookup LookupFunc, namespace, name string, port int32) (*url.URL, apiregistrationv1.APIServiceCondition) {
+	ref := &apiregistrationv1.ServiceReference{Namespace: namespace, Name: name}
+	obj, err := lookup(ctx, corev1.Resource("services"), ref.Namespace, ref.Name)
 	if apierrors.IsNotFound(err) {
 		return nil, unavailable(ReasonServiceNotFound, fmt.Sprintf("service/%s in %q is not present", ref.Name, ref.Namespace))
 	}
@@ -340,7 +364,7 @@ func (a *Aggregator) resolve(ctx context.Context, ref *apiregistrationv1.Service
 	if sp == nil {
 		return nil, unavailable(ReasonServicePortError, fmt.Sprintf("service/%s in %q is not listening on port %d", ref.Name, ref.Namespace, port))
 	}
-	obj, err = a.cfg.Lookup(ctx, corev1.Resource("endpoints"), ref.Namespace, ref.Name)
+	obj, err = lookup(ctx, corev1.Resource("endpoints"), ref.Namespace, ref.Name)
 	if apierrors.IsNotFound(err) {
 		return nil, unavailable(ReasonEndpointsNotFound, fmt.Sprintf("cannot find endpoints for service/%s in %q", ref.Name, ref.Namespace))
 	}
