@@ -120,8 +120,9 @@ func condIndex(j *batchv1.Job, t batchv1.JobConditionType) int {
 	return -1
 }
 
-func TestJobPolicies(t *testing.T) {
-	e := setup(t)
+// policyTests runs the podFailurePolicy, backoffLimitPerIndex and successPolicy cases as
+// parallel subtests of TestJobs, sharing its server.
+func policyTests(t *testing.T, e *env) {
 	t.Run("podFailurePolicy FailJob on exit code 42 fails at once", func(t *testing.T) {
 		t.Parallel()
 		e.mustKubectl(t, exit42Job, "create", "-f", "-")
