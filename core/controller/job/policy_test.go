@@ -161,8 +161,8 @@ func TestReconcilePolicies(t *testing.T) {
 		wantRequeue   bool
 	}{
 		{name: "FailJob exit code: FailureTarget first, running pods deleted, not yet Failed",
-			job:  newJob(exit42),
-			pods: []*corev1.Pod{exited(pod("f", corev1.PodFailed, true, -1, time.Second), 42), pod("r", corev1.PodRunning, true, -1, 0)},
+			job:        newJob(exit42),
+			pods:       []*corev1.Pod{exited(pod("f", corev1.PodFailed, true, -1, time.Second), 42), pod("r", corev1.PodRunning, true, -1, 0)},
 			wantDelete: []string{"r"}, wantRelease: []string{"f"}, wantUncFail: 1,
 			wantConds: map[batchv1.JobConditionType]string{batchv1.JobFailureTarget: batchv1.JobReasonPodFailurePolicy, batchv1.JobFailed: ""},
 			wantMsg:   "Container c for pod ns/f failed with exit code 42 matching FailJob rule at index 0"},
