@@ -9,10 +9,10 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/job"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
 
@@ -141,7 +141,7 @@ func policyTests(t *testing.T, e *env) {
 			t.Errorf("message = %q, want %q", msg, want)
 		}
 	})
-	t.Run("podFailurePolicy Ignore on DisruptionTarget replaces the pod uncounted", func(t *testing.T) {
+	t.Run("podFailurePolicy Ignore on DisruptionTarget: an evicted pod is replaced uncounted", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		e.mustKubectl(t, disruptedJob, "create", "-f", "-")
@@ -157,21 +157,10 @@ func policyTests(t *testing.T, e *env) {
 		if err != nil {
 			t.Fatalf("waiting for the pod to run: %v", err)
 		}
-		// What a disruption (eviction, preemption, taint) records before it deletes a pod.
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			p, err := e.cs.CoreV1().Pods("default").Get(ctx, first.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
-				Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting", LastTransitionTime: metav1.Now()})
-			_, err = e.cs.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
+		// The eviction API marks the pod DisruptionTarget before it deletes it.
+		if err := e.cs.CoreV1().Pods("default").EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: first.Name, Namespace: "default"}}); err != nil {
+			t.Fatalf("evicting %s: %v", first.Name, err)
 		}
-		e.mustKubectl(t, "", "delete", "pod", first.Name, "--wait=false")
 		// The disrupted pod fails, its failure is ignored: it is released and replaced,
 		// and the Job with backoffLimit 0 goes on.
 		var j *batchv1.Job
