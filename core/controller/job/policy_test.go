@@ -30,6 +30,11 @@ func withFailures(p *corev1.Pod, counted, ignored string) *corev1.Pod {
 	return p
 }
 
+func onNode(p *corev1.Pod) *corev1.Pod {
+	p.Spec.NodeName = "n1"
+	return p
+}
+
 func deleting(p *corev1.Pod) *corev1.Pod {
 	p.DeletionTimestamp = ptr.To(p.CreationTimestamp)
 	return p
@@ -186,8 +191,12 @@ func TestReconcilePolicies(t *testing.T) {
 			wantConds: map[batchv1.JobConditionType]string{batchv1.JobFailureTarget: ""}},
 		{name: "policy: a terminating pod is neither counted nor replaced until it failed",
 			job:        newJob(ignoreDisruption, func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](1) }),
-			pods:       []*corev1.Pod{deleting(pod("t", corev1.PodRunning, true, -1, 0))},
+			pods:       []*corev1.Pod{onNode(deleting(pod("t", corev1.PodRunning, true, -1, 0)))},
 			wantCreate: nil},
+		{name: "policy: a deleted pod that was never scheduled counts as failed at once",
+			job:         newJob(ignoreDisruption, func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](1) }),
+			pods:        []*corev1.Pod{deleting(pod("t", corev1.PodPending, true, -1, 0))},
+			wantRelease: []string{"t"}, wantUncFail: 1},
 		{name: "per index: a failure below the limit is held and the index retried with its count",
 			job:        newJob(indexed(3, 3), perIndexLimit(1, nil), func(j *batchv1.Job) { j.Status.FailedIndexes = ptr.To("") }),
 			pods:       []*corev1.Pod{withFailures(pod("i1", corev1.PodFailed, true, 1, time.Minute), "0", ""), pod("i0", corev1.PodRunning, true, 0, 0), pod("i2", corev1.PodRunning, true, 2, 0)},

@@ -179,7 +179,9 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 		done, ok := podTerminated(p)
 		if !done && p.DeletionTimestamp != nil {
 			terminating = append(terminating, p)
-			if onlyFailed && !failing {
+			// A pod never scheduled has no kubelet to give it a terminal phase (Kubernetes'
+			// pod garbage collector marks it Failed): it is counted as failed now.
+			if onlyFailed && !failing && p.Spec.NodeName != "" {
 				occupied[indexOf(p, completions)] = true
 				continue
 			}
