@@ -126,7 +126,7 @@ func policyTests(t *testing.T, e *env) {
 	t.Run("podFailurePolicy FailJob on exit code 42 fails at once", func(t *testing.T) {
 		t.Parallel()
 		e.mustKubectl(t, exit42Job, "create", "-f", "-")
-		e.mustKubectl(t, "", "wait", "--for=condition=Failed", "job/exit42", "--timeout=60s")
+		e.mustKubectl(t, "", "wait", "--for=condition=Failed", "job/exit42", "--timeout=90s")
 		j := e.waitJob(t, "exit42", batchv1.JobFailed, time.Second)
 		ft, failed := condIndex(j, batchv1.JobFailureTarget), condIndex(j, batchv1.JobFailed)
 		if ft < 0 || failed < ft || !hasCond(j, batchv1.JobFailed, batchv1.JobReasonPodFailurePolicy) {
@@ -210,7 +210,7 @@ func policyTests(t *testing.T, e *env) {
 	t.Run("successPolicy completes on index 0", func(t *testing.T) {
 		t.Parallel()
 		e.mustKubectl(t, leaderJob, "create", "-f", "-")
-		e.mustKubectl(t, "", "wait", "--for=condition=Complete", "job/leader", "--timeout=60s")
+		e.mustKubectl(t, "", "wait", "--for=condition=Complete", "job/leader", "--timeout=90s")
 		j := e.waitJob(t, "leader", batchv1.JobComplete, time.Second)
 		met, done := condIndex(j, batchv1.JobSuccessCriteriaMet), condIndex(j, batchv1.JobComplete)
 		if met < 0 || done < met || !hasCond(j, batchv1.JobComplete, batchv1.JobReasonSuccessPolicy) ||
