@@ -229,6 +229,7 @@ func TestJobs(t *testing.T) {
 			t.Errorf("status = %+v", j.Status)
 		}
 	})
+	policyTests(t, e)
 	t.Run("invalid objects are rejected with field causes", func(t *testing.T) {
 		t.Parallel()
 		for _, tc := range []struct {

@@ -111,6 +111,7 @@ func defaultJobSpec(spec *batchv1.JobSpec) {
 			spec.PodReplacementPolicy = ptr.To(batchv1.TerminatingOrFailed)
 		}
 	}
+	defaultJobPolicies(spec)
 	defaultPodSpec(&spec.Template.Spec)
 }
 
@@ -163,6 +164,7 @@ func validateJobSpec(spec *batchv1.JobSpec, path *field.Path, withSelector bool)
 	if p := spec.PodReplacementPolicy; p != nil && *p != batchv1.TerminatingOrFailed && *p != batchv1.Failed {
 		errs = append(errs, field.NotSupported(path.Child("podReplacementPolicy"), *p, []string{string(batchv1.TerminatingOrFailed), string(batchv1.Failed)}))
 	}
+	errs = append(errs, validateJobPolicies(spec, path)...)
 	if withSelector {
 		errs = append(errs, validateSelectorMatches(spec.Selector, spec.Template.Labels, path)...)
 	}
@@ -180,6 +182,9 @@ func validateJobSpec(spec *batchv1.JobSpec, path *field.Path, withSelector bool)
 func validateJobSpecUpdate(spec, old *batchv1.JobSpec, path *field.Path) field.ErrorList {
 	errs := apimachineryvalidation.ValidateImmutableField(spec.Selector, old.Selector, path.Child("selector"))
 	errs = append(errs, apimachineryvalidation.ValidateImmutableField(spec.CompletionMode, old.CompletionMode, path.Child("completionMode"))...)
+	errs = append(errs, apimachineryvalidation.ValidateImmutableField(spec.PodFailurePolicy, old.PodFailurePolicy, path.Child("podFailurePolicy"))...)
+	errs = append(errs, apimachineryvalidation.ValidateImmutableField(spec.BackoffLimitPerIndex, old.BackoffLimitPerIndex, path.Child("backoffLimitPerIndex"))...)
+	errs = append(errs, apimachineryvalidation.ValidateImmutableField(spec.SuccessPolicy, old.SuccessPolicy, path.Child("successPolicy"))...)
 	if !apiequality.Semantic.DeepEqual(spec.Template, old.Template) {
 		errs = append(errs, field.Invalid(path.Child("template"), "", "field is immutable"))
 	}

@@ -176,3 +176,131 @@ func TestJobPrinter(t *testing.T) {
 }
 
 func fieldPathSpec() *field.Path { return field.NewPath("spec") }
+
+func TestValidateJobPolicies(t *testing.T) {
+	exitCodes := func(op batchv1.PodFailurePolicyOnExitCodesOperator, values ...int32) []batchv1.PodFailurePolicyRule {
+		return []batchv1.PodFailurePolicyRule{{Action: batchv1.PodFailurePolicyActionFailJob,
+			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: op, Values: values}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*batchv1.JobSpec)
+		field  string // "" = valid
+		detail string
+	}{
+		{"valid policies", func(s *batchv1.JobSpec) {
+			s.BackoffLimitPerIndex, s.MaxFailedIndexes = ptr.To[int32](1), ptr.To[int32](2)
+			s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: append(exitCodes(batchv1.PodFailurePolicyOnExitCodesOpIn, 1, 42),
+				batchv1.PodFailurePolicyRule{Action: batchv1.PodFailurePolicyActionIgnore,
+					OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget}}},
+				batchv1.PodFailurePolicyRule{Action: batchv1.PodFailurePolicyActionFailIndex, OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+					ContainerName: ptr.To("c"), Operator: batchv1.PodFailurePolicyOnExitCodesOpNotIn, Values: []int32{0}}})}
+			s.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededIndexes: ptr.To("0,2-3"), SucceededCount: ptr.To[int32](2)}}}
+		}, "", ""},
+		{"failure policy needs restartPolicy Never", func(s *batchv1.JobSpec) {
+			s.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+			s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: exitCodes(batchv1.PodFailurePolicyOnExitCodesOpIn, 1)}
+		}, "spec.template.spec.restartPolicy", `only "Never" is supported`},
+		{"unknown action", func(s *batchv1.JobSpec) {
+			s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: exitCodes(batchv1.PodFailurePolicyOnExitCodesOpIn, 1)}
+			s.PodFailurePolicy.Rules[0].Action = "Retry"
+		}, "spec.podFailurePolicy.rules[0].action", "Unsupported value"},
+		{"FailIndex without backoffLimitPerIndex", func(s *batchv1.JobSpec) {
+			s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: exitCodes(batchv1.PodFailurePolicyOnExitCodesOpIn, 1)}
+			s.PodFailurePolicy.Rules[0].Action = batchv1.PodFailurePolicyActionFailIndex
+		}, "spec.podFailurePolicy.rules[0].action", "requires the backoffLimitPerIndex to be set"},
+		{"unknown operator", func(s *batchv1.JobSpec) {
+			s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: exitCodes("Maybe", 1)}
+		}, "spec.podFailurePolicy.rules[0].onExitCodes.operator", "Unsupported value"},
+		{"unsorted values", func(s *batchv1.JobSpec) {
+			s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: exitCodes(batchv1.PodFailurePolicyOnExitCodesOpIn, 5, 2)}
+		}, "spec.podFailurePolicy.rules[0].onExitCodes.values", "must be ordered"},
+		{"duplicate values", func(s *batchv1.JobSpec) {
+			s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: exitCodes(batchv1.PodFailurePolicyOnExitCodesOpIn, 2, 2)}
+		}, "spec.podFailurePolicy.rules[0].onExitCodes.values[1]", "Duplicate value"},
+		{"0 with In", func(s *batchv1.JobSpec) {
+			s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: exitCodes(batchv1.PodFailurePolicyOnExitCodesOpIn, 0, 1)}
+		}, "spec.podFailurePolicy.rules[0].onExitCodes.values[0]", "must not be 0 for the In operator"},
+		{"no values", func(s *batchv1.JobSpec) {
+			s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: exitCodes(batchv1.PodFailurePolicyOnExitCodesOpIn)}
+		}, "spec.podFailurePolicy.rules[0].onExitCodes.values", "at least one value is required"},
+		{"unknown container", func(s *batchv1.JobSpec) {
+			s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: exitCodes(batchv1.PodFailurePolicyOnExitCodesOpIn, 1)}
+			s.PodFailurePolicy.Rules[0].OnExitCodes.ContainerName = ptr.To("nope")
+		}, "spec.podFailurePolicy.rules[0].onExitCodes.containerName", "must be one of the container"},
+		{"rule with neither requirement", func(s *batchv1.JobSpec) {
+			s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{Action: batchv1.PodFailurePolicyActionIgnore}}}
+		}, "spec.podFailurePolicy.rules[0]", "specifying one of OnExitCodes and OnPodConditions is required"},
+		{"more than 20 rules", func(s *batchv1.JobSpec) {
+			s.PodFailurePolicy = &batchv1.PodFailurePolicy{}
+			for range 21 {
+				s.PodFailurePolicy.Rules = append(s.PodFailurePolicy.Rules, exitCodes(batchv1.PodFailurePolicyOnExitCodesOpIn, 1)...)
+			}
+		}, "spec.podFailurePolicy.rules", "Too many"},
+		{"bad condition status", func(s *batchv1.JobSpec) {
+			s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{Action: batchv1.PodFailurePolicyActionIgnore,
+				OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: "Perhaps"}}}}}
+		}, "spec.podFailurePolicy.rules[0].onPodConditions[0].status", "Unsupported value"},
+		{"replacement policy must be Failed", func(s *batchv1.JobSpec) {
+			s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: exitCodes(batchv1.PodFailurePolicyOnExitCodesOpIn, 1)}
+			s.PodReplacementPolicy = ptr.To(batchv1.TerminatingOrFailed)
+		}, "spec.podReplacementPolicy", "Unsupported value"},
+		{"backoffLimitPerIndex needs Indexed", func(s *batchv1.JobSpec) {
+			s.CompletionMode, s.BackoffLimitPerIndex = ptr.To(batchv1.NonIndexedCompletion), ptr.To[int32](1)
+		}, "spec.backoffLimitPerIndex", "requires indexed completion mode"},
+		{"maxFailedIndexes needs backoffLimitPerIndex", func(s *batchv1.JobSpec) { s.MaxFailedIndexes = ptr.To[int32](1) },
+			"spec.backoffLimitPerIndex", "when maxFailedIndexes is specified"},
+		{"maxFailedIndexes above completions", func(s *batchv1.JobSpec) {
+			s.BackoffLimitPerIndex, s.MaxFailedIndexes = ptr.To[int32](1), ptr.To[int32](5)
+		}, "spec.maxFailedIndexes", "must be less than or equal to completions"},
+		{"success policy needs Indexed", func(s *batchv1.JobSpec) {
+			s.CompletionMode = ptr.To(batchv1.NonIndexedCompletion)
+			s.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededCount: ptr.To[int32](1)}}}
+		}, "spec.successPolicy", "requires indexed completion mode"},
+		{"success policy without rules", func(s *batchv1.JobSpec) { s.SuccessPolicy = &batchv1.SuccessPolicy{} },
+			"spec.successPolicy.rules", "at least one rules must be specified"},
+		{"empty success rule", func(s *batchv1.JobSpec) {
+			s.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{}}}
+		}, "spec.successPolicy.rules[0]", "at least one of succeededCount or succeededIndexes"},
+		{"succeededIndexes out of range", func(s *batchv1.JobSpec) {
+			s.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededIndexes: ptr.To("1-4")}}}
+		}, "spec.successPolicy.rules[0].succeededIndexes", "error parsing succeededIndexes"},
+		{"succeededIndexes not increasing", func(s *batchv1.JobSpec) {
+			s.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededIndexes: ptr.To("2,1")}}}
+		}, "spec.successPolicy.rules[0].succeededIndexes", "non-increasing order"},
+		{"succeededCount above its indexes", func(s *batchv1.JobSpec) {
+			s.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededIndexes: ptr.To("0,1"), SucceededCount: ptr.To[int32](3)}}}
+		}, "spec.successPolicy.rules[0].succeededCount", "the number of indexes in the specified succeededIndexes field"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "pi", UID: "u"}, Spec: batchv1.JobSpec{
+				CompletionMode: ptr.To(batchv1.IndexedCompletion), Completions: ptr.To[int32](4), Template: batchTemplate(corev1.RestartPolicyNever)}}
+			tc.mutate(&j.Spec)
+			defaultJobSpec(&j.Spec)
+			generateJobSelector(j)
+			errs := validateJobSpec(&j.Spec, fieldPathSpec(), true)
+			if tc.field == "" {
+				if len(errs) > 0 {
+					t.Errorf("errors = %v, want none", errs)
+				}
+				return
+			}
+			for _, e := range errs {
+				if e.Field == tc.field && strings.Contains(e.Error(), tc.detail) {
+					return
+				}
+			}
+			t.Errorf("errors = %v, want one on %s saying %q", errs, tc.field, tc.detail)
+		})
+	}
+	// The policies are immutable once the Job exists.
+	old := batchv1.JobSpec{CompletionMode: ptr.To(batchv1.IndexedCompletion), Completions: ptr.To[int32](4), BackoffLimitPerIndex: ptr.To[int32](1),
+		Template: batchTemplate(corev1.RestartPolicyNever)}
+	cur := *old.DeepCopy()
+	cur.BackoffLimitPerIndex = ptr.To[int32](2)
+	cur.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededCount: ptr.To[int32](1)}}}
+	errs := validateJobSpecUpdate(&cur, &old, fieldPathSpec())
+	if len(errs) != 2 || errs[0].Field != "spec.backoffLimitPerIndex" || errs[1].Field != "spec.successPolicy" {
+		t.Errorf("update errors = %v, want backoffLimitPerIndex and successPolicy immutable", errs)
+	}
+}

@@ -208,9 +208,57 @@ func (e *evictor) delete(ctx context.Context, pod *corev1.Pod, opts *metav1.Dele
 	}
 	if e.dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
+	} else if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+		rv, err := e.markDisrupted(ctx, pod, opts.Preconditions)
+		if err != nil {
+			return err
+		}
+		if opts.Preconditions != nil && opts.Preconditions.ResourceVersion != nil {
+			// The condition is our own write: the pod was judged on the version before it.
+			opts.Preconditions.ResourceVersion = &rv
+		}
 	}
 	_, _, err := e.pods.Delete(ctx, pod.Namespace, pod.Name, opts, registry.WriteOptions{DryRun: e.dryRun})
 	return err
+}
+
+// markDisrupted adds the DisruptionTarget condition Kubernetes writes on a pod it is
+// about to evict (a Job's podFailurePolicy may match it), on the stored version the
+// preconditions allow; it returns the new resourceVersion.
+func (e *evictor) markDisrupted(ctx context.Context, pod *corev1.Pod, pre *metav1.Preconditions) (string, error) {
+	status := e.pods.Resource.StatusStrategy
+	if status == nil {
+		return pod.ResourceVersion, nil
+	}
+	obj, _, err := e.pods.Update(ctx, pod.Namespace, pod.Name, func(_ context.Context, existing runtime.Object) (runtime.Object, error) {
+		cur, ok := existing.(*corev1.Pod)
+		if !ok {
+			return nil, apierrors.NewNotFound(corev1.Resource("pods"), pod.Name)
+		}
+		if pre != nil && ((pre.UID != nil && *pre.UID != cur.UID) || (pre.ResourceVersion != nil && *pre.ResourceVersion != cur.ResourceVersion)) {
+			return nil, apierrors.NewConflict(corev1.Resource("pods"), pod.Name, fmt.Errorf("the pod changed since it was judged for eviction"))
+		}
+		cur = cur.DeepCopy()
+		cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+			Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting", LastTransitionTime: metav1.Now()}
+		replaced := false
+		for i := range cur.Status.Conditions {
+			if c := &cur.Status.Conditions[i]; c.Type == corev1.DisruptionTarget {
+				if c.Status == cond.Status {
+					cond.LastTransitionTime = c.LastTransitionTime
+				}
+				*c, replaced = cond, true
+			}
+		}
+		if !replaced {
+			cur.Status.Conditions = append(cur.Status.Conditions, cond)
+		}
+		return cur, nil
+	}, e.pods.UpdateOptionsFor(registry.WriteOptions{}, status))
+	if err != nil {
+		return "", fmt.Errorf("marking pod %s/%s as a disruption target: %w", pod.Namespace, pod.Name, err)
+	}
+	return obj.(*corev1.Pod).ResourceVersion, nil
 }
 
 func tooManyEvictions(cause string) error {

@@ -46,6 +46,9 @@ func (c *Controller) act(ctx context.Context, job *batchv1.Job, r result) error 
 		c.expectations.ExpectCreations(key, len(r.create))
 		for n, idx := range r.create {
 			pod := podFromTemplate(job, idx)
+			if counts, ok := r.failureCounts[idx]; ok {
+				setFailureCounts(pod, counts)
+			}
 			created, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 			if err != nil {
 				// The remaining creations will never be observed.
@@ -171,4 +174,13 @@ func podFromTemplate(job *batchv1.Job, idx int) *corev1.Pod {
 		}
 	}
 	return pod
+}
+
+// setFailureCounts writes the per-index failure counters a pod of a Job with
+// backoffLimitPerIndex continues from; the ignored count only once there is one.
+func setFailureCounts(pod *corev1.Pod, counts [2]int32) {
+	pod.Annotations[batchv1.JobIndexFailureCountAnnotation] = strconv.Itoa(int(counts[0]))
+	if counts[1] > 0 {
+		pod.Annotations[batchv1.JobIndexIgnoredFailureCountAnnotation] = strconv.Itoa(int(counts[1]))
+	}
 }

@@ -1,6 +1,7 @@
 // Package job is the batch/v1 Job controller: it runs a Job's pods until enough of them
-// succeed (NonIndexed or Indexed completion) or the Job fails (backoff limit, active
-// deadline), tracks terminated pods with the batch.kubernetes.io/job-tracking finalizer
+// succeed (NonIndexed or Indexed completion, or a successPolicy) or the Job fails
+// (backoff limit, active deadline, a podFailurePolicy FailJob rule, failed indexes under
+// backoffLimitPerIndex), tracks terminated pods with the batch.kubernetes.io/job-tracking finalizer
 // and status.uncountedTerminatedPods so no pod is counted twice or lost, and reports the
 // conditions Kubernetes 1.37 reports. It talks to the API only through client-go.
 package job

@@ -37,7 +37,7 @@ func parseIndexes(s string, completions int) map[int]bool {
 }
 
 // formatIndexes writes a set of indexes as Kubernetes' interval list: ascending, each
-// run of consecutive indexes as "a-b", a lone index as "a".
+// run of three or more consecutive indexes as "a-b", shorter runs index by index.
 func formatIndexes(set map[int]bool) string {
 	idx := make([]int, 0, len(set))
 	for i := range set {
@@ -53,9 +53,13 @@ func formatIndexes(set map[int]bool) string {
 		if b.Len() > 0 {
 			b.WriteByte(',')
 		}
-		if j > i {
+		switch {
+		case j == i+1:
+			// Kubernetes writes a run of two as a list, not a range.
+			fmt.Fprintf(&b, "%d,%d", idx[i], idx[j])
+		case j > i:
 			fmt.Fprintf(&b, "%d-%d", idx[i], idx[j])
-		} else {
+		default:
 			b.WriteString(strconv.Itoa(idx[i]))
 		}
 		i = j + 1

@@ -24,6 +24,8 @@ const (
 	msgDeadline              = "Job was active longer than specified deadline"
 	reasonSuspended          = "JobSuspended"
 	reasonResumed            = "JobResumed"
+	msgMaxFailedIndexes      = "Job has exceeded the specified maximal number of failed indexes"
+	msgFailedIndexes         = "Job has failed indexes"
 )
 
 // result is what one sync decided: the status to write before anything else, the pods
@@ -35,6 +37,9 @@ type result struct {
 	release      []*corev1.Pod // terminated pods already recorded as uncounted
 	requeueAfter time.Duration
 	events       []event
+	// failureCounts are the per-index failure counters (counted, ignored) the pods
+	// created for an index carry, for Jobs with backoffLimitPerIndex.
+	failureCounts map[int][2]int32
 }
 
 type event struct{ typ, reason, msg string }
@@ -122,6 +127,11 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 	indexed := ptr.Deref(job.Spec.CompletionMode, batchv1.NonIndexedCompletion) == batchv1.IndexedCompletion
 	completions := int(ptr.Deref(job.Spec.Completions, 0))
 	suspended := ptr.Deref(job.Spec.Suspend, false)
+	policy := job.Spec.PodFailurePolicy
+	perIndex := indexed && job.Spec.BackoffLimitPerIndex != nil
+	// With podReplacementPolicy Failed (implied by a podFailurePolicy) a pod being
+	// deleted is neither replaced nor judged until it reaches a terminal phase.
+	onlyFailed := policy != nil || ptr.Deref(job.Spec.PodReplacementPolicy, batchv1.TerminatingOrFailed) == batchv1.Failed
 
 	if st.UncountedTerminatedPods == nil {
 		st.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
@@ -129,18 +139,52 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 	uncountedOK := sets.New(st.UncountedTerminatedPods.Succeeded...)
 	uncountedFailed := sets.New(st.UncountedTerminatedPods.Failed...)
 	completed := parseIndexes(st.CompletedIndexes, completions)
+	failedIdx := map[int]bool{}
+	if perIndex && st.FailedIndexes != nil {
+		failedIdx = parseIndexes(*st.FailedIndexes, completions)
+	}
+
+	// Target conditions: the first one set stays, and the Job ends when its pods are gone.
+	target := func(t batchv1.JobConditionType, reason, msg string) {
+		if findCond(st.Conditions, batchv1.JobFailureTarget) != nil || findCond(st.Conditions, batchv1.JobSuccessCriteriaMet) != nil {
+			return
+		}
+		st.Conditions = setCond(st.Conditions, t, corev1.ConditionTrue, reason, msg, now)
+	}
+	// A FailJob rule matching a failed pod fails the Job; the FailureTarget records the
+	// message before any finalizer goes.
+	if policy != nil {
+		for _, p := range pods {
+			if p.Status.Phase != corev1.PodFailed {
+				continue
+			}
+			if v := judgeFailure(policy, p); v.failJobMsg != "" {
+				target(batchv1.JobFailureTarget, batchv1.JobReasonPodFailurePolicy, v.failJobMsg)
+				break
+			}
+		}
+	}
+	failing := condTrue(st.Conditions, batchv1.JobFailureTarget)
+	endingEarly := failing || condTrue(st.Conditions, batchv1.JobSuccessCriteriaMet)
 
 	// Terminated pods still carrying the finalizer have not been counted: record them as
 	// uncounted (stored before their finalizer goes) and, for Indexed Jobs, their index.
-	var active, terminating []*corev1.Pod
+	var active, terminating, newFailed, held []*corev1.Pod
 	var ready int32
 	var lastFailure time.Time
-	seen := sets.New[types.UID]()
+	verdicts := map[types.UID]failureVerdict{}
+	lastFailed := map[int]*corev1.Pod{} // per index, the failed pod a replacement continues from
+	occupied := map[int]bool{}          // indexes whose pod is still terminating, not to be replaced yet
 	for _, p := range pods {
-		seen.Insert(p.UID)
 		done, ok := podTerminated(p)
 		if !done && p.DeletionTimestamp != nil {
 			terminating = append(terminating, p)
+			// A pod never scheduled has no kubelet to give it a terminal phase (Kubernetes'
+			// pod garbage collector marks it Failed): it is counted as failed now.
+			if onlyFailed && !failing && p.Spec.NodeName != "" {
+				occupied[indexOf(p, completions)] = true
+				continue
+			}
 			if hasFinalizer(p) && !uncountedOK.Has(p.UID) {
 				// Deleted before it finished: a failure, counted when it is gone, unless
 				// the Job's suspension deleted it.
@@ -158,8 +202,21 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 			}
 			continue
 		}
-		if !ok && finishTime(p).After(lastFailure) {
-			lastFailure = finishTime(p)
+		if !ok {
+			v := judgeFailure(policy, p)
+			verdicts[p.UID] = v
+			if v.count && finishTime(p).After(lastFailure) {
+				lastFailure = finishTime(p)
+			}
+			if ix := indexOf(p, completions); perIndex && ix >= 0 {
+				if prev := lastFailed[ix]; prev == nil || laterFailure(p, prev) {
+					lastFailed[ix] = p
+				}
+				if n, _ := indexFailures(p); hasFinalizer(p) && v.count &&
+					(v.action == batchv1.PodFailurePolicyActionFailIndex || n >= *job.Spec.BackoffLimitPerIndex) {
+					failedIdx[ix] = true
+				}
+			}
 		}
 		if !hasFinalizer(p) {
 			continue
@@ -173,7 +230,23 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 					}
 				}
 			}
-		} else if !uncountedOK.Has(p.UID) {
+			r.release = append(r.release, p)
+		} else {
+			newFailed = append(newFailed, p)
+		}
+	}
+	activeIdx := map[int]bool{}
+	for _, p := range active {
+		activeIdx[indexOf(p, completions)] = true
+	}
+	for _, p := range newFailed {
+		// With backoffLimitPerIndex the last failed pod of an index that will run again
+		// keeps its finalizer until a replacement runs that carries its failure count on.
+		if ix := indexOf(p, completions); perIndex && !endingEarly && ix >= 0 && !completed[ix] && !failedIdx[ix] && !activeIdx[ix] && lastFailed[ix] == p {
+			held = append(held, p)
+			continue
+		}
+		if verdicts[p.UID].count && !uncountedOK.Has(p.UID) {
 			uncountedFailed.Insert(p.UID)
 		}
 		r.release = append(r.release, p)
@@ -203,6 +276,9 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 		st.CompletedIndexes = formatIndexes(completed)
 		st.Succeeded = int32(len(completed))
 	}
+	if perIndex {
+		st.FailedIndexes = ptr.To(formatIndexes(failedIdx))
+	}
 	succeeded := st.Succeeded + int32(len(uncountedOK))
 	if indexed {
 		succeeded = st.Succeeded
@@ -227,13 +303,7 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 		}
 	}
 
-	// Target conditions: once set they stay, and the Job ends when its pods are gone.
-	target := func(t batchv1.JobConditionType, reason, msg string) {
-		if findCond(st.Conditions, batchv1.JobFailureTarget) != nil || findCond(st.Conditions, batchv1.JobSuccessCriteriaMet) != nil {
-			return
-		}
-		st.Conditions = setCond(st.Conditions, t, corev1.ConditionTrue, reason, msg, now)
-	}
+	// Kubernetes' order: failures before successes.
 	if failed > ptr.Deref(job.Spec.BackoffLimit, 6) {
 		target(batchv1.JobFailureTarget, reasonBackoffLimit, msgBackoffLimit)
 	}
@@ -243,6 +313,18 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 			target(batchv1.JobFailureTarget, reasonDeadline, msgDeadline)
 		} else {
 			r.requeueAfter = deadline.Sub(now.Time)
+		}
+	}
+	if perIndex {
+		if m := job.Spec.MaxFailedIndexes; m != nil && len(failedIdx) > int(*m) {
+			target(batchv1.JobFailureTarget, batchv1.JobReasonMaxFailedIndexesExceeded, msgMaxFailedIndexes)
+		} else if len(failedIdx) > 0 && len(failedIdx)+len(completed) >= completions {
+			target(batchv1.JobFailureTarget, batchv1.JobReasonFailedIndexes, msgFailedIndexes)
+		}
+	}
+	if indexed {
+		if msg, ok := matchSuccessPolicy(job.Spec.SuccessPolicy, completed, completions); ok {
+			target(batchv1.JobSuccessCriteriaMet, batchv1.JobReasonSuccessPolicy, msg)
 		}
 	}
 	switch {
@@ -261,7 +343,7 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 		r.delete = append(r.delete, active...)
 		active = nil
 	case indexed:
-		r.create, r.delete = planIndexed(active, completed, completions, int(ptr.Deref(job.Spec.Parallelism, 1)))
+		r.create, r.delete = planIndexed(active, occupied, completed, failedIdx, completions, int(ptr.Deref(job.Spec.Parallelism, 1)))
 	default:
 		want := int(ptr.Deref(job.Spec.Parallelism, 1))
 		if job.Spec.Completions != nil {
@@ -270,25 +352,24 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 			want = 0 // a work-queue Job starts no new pod once one succeeded
 		}
 		want = max(want, 0)
-		if n := want - len(active); n > 0 {
-			for range n {
-				r.create = append(r.create, -1)
-			}
-		} else if n < 0 {
+		n := want - len(active)
+		if n < 0 {
 			r.delete = newestFirst(active)[:-n]
 		}
-	}
-	// Backoff after failures: hold creations until the delay since the last one passed.
-	if len(r.create) > 0 && failed > 0 && !lastFailure.IsZero() {
-		delay := c.backoff << min(failed-1, 16)
-		if delay > MaxBackoff || delay <= 0 {
-			delay = MaxBackoff
+		if onlyFailed {
+			n -= len(terminating)
 		}
-		if wait := lastFailure.Add(delay).Sub(now.Time); wait > 0 {
+		for range n {
+			r.create = append(r.create, -1)
+		}
+	}
+	if perIndex {
+		c.backoffPerIndex(&r, lastFailed, job.Spec.PodFailurePolicy, now.Time)
+	} else if len(r.create) > 0 && failed > 0 && !lastFailure.IsZero() {
+		// Backoff after failures: hold creations until the delay since the last one passed.
+		if wait := lastFailure.Add(c.backoffAfter(failed)).Sub(now.Time); wait > 0 {
 			r.create = nil
-			if r.requeueAfter == 0 || wait < r.requeueAfter {
-				r.requeueAfter = wait
-			}
+			r.requeueAt(wait)
 		}
 	}
 
@@ -302,7 +383,7 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 
 	// The Job finishes when its target is reached and no pod is left running or
 	// uncounted.
-	if ending && len(active) == 0 && len(terminating) == 0 && len(r.delete) == 0 && len(uncountedOK)+len(uncountedFailed) == 0 {
+	if ending && len(active) == 0 && len(terminating) == 0 && len(r.delete) == 0 && len(held) == 0 && len(uncountedOK)+len(uncountedFailed) == 0 {
 		if c := findCond(st.Conditions, batchv1.JobSuccessCriteriaMet); c != nil && c.Status == corev1.ConditionTrue {
 			st.Conditions = setCond(st.Conditions, batchv1.JobComplete, corev1.ConditionTrue, c.Reason, c.Message, now)
 			st.CompletionTime = &now
@@ -311,7 +392,6 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 			st.Conditions = setCond(st.Conditions, batchv1.JobFailed, corev1.ConditionTrue, c.Reason, c.Message, now)
 			r.events = append(r.events, event{corev1.EventTypeWarning, c.Reason, c.Message})
 		}
-		r.requeueAfter = 0
 	}
 	if ending {
 		r.requeueAfter = 0
@@ -320,15 +400,72 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 	return r
 }
 
+// requeueAt asks for a sync after wait unless an earlier one is already due.
+func (r *result) requeueAt(wait time.Duration) {
+	if r.requeueAfter == 0 || wait < r.requeueAfter {
+		r.requeueAfter = wait
+	}
+}
+
+// backoffAfter is the delay before a new pod after n failures: the base backoff
+// doubled per further failure, capped at MaxBackoff.
+func (c *Controller) backoffAfter(n int32) time.Duration {
+	delay := c.backoff << min(n-1, 16)
+	if delay > MaxBackoff || delay <= 0 {
+		delay = MaxBackoff
+	}
+	return delay
+}
+
+// backoffPerIndex gives each index to create the failure counters it continues from
+// and holds back the indexes whose own backoff has not passed: with
+// backoffLimitPerIndex every index backs off on its own failures.
+func (c *Controller) backoffPerIndex(r *result, lastFailed map[int]*corev1.Pod, policy *batchv1.PodFailurePolicy, now time.Time) {
+	var keep []int
+	for _, ix := range r.create {
+		var counts [2]int32
+		if p := lastFailed[ix]; p != nil {
+			counts[0], counts[1] = indexFailures(p)
+			if judgeFailure(policy, p).count {
+				counts[0]++
+			} else {
+				counts[1]++
+			}
+			if wait := finishTime(p).Add(c.backoffAfter(counts[0] + counts[1])).Sub(now); wait > 0 {
+				r.requeueAt(wait)
+				continue
+			}
+		}
+		if r.failureCounts == nil {
+			r.failureCounts = map[int][2]int32{}
+		}
+		r.failureCounts[ix] = counts
+		keep = append(keep, ix)
+	}
+	r.create = keep
+}
+
+// laterFailure reports whether failed pod a comes after b in an index's history: more
+// failures recorded, or the same and finished later.
+func laterFailure(a, b *corev1.Pod) bool {
+	ac, ai := indexFailures(a)
+	bc, bi := indexFailures(b)
+	if ac+ai != bc+bi {
+		return ac+ai > bc+bi
+	}
+	return finishTime(a).After(finishTime(b))
+}
+
 // planIndexed returns the indexes to start (lowest missing first) and the active pods to
-// delete: duplicates of an index, pods of completed or out-of-range indexes, and the
-// highest indexes beyond parallelism.
-func planIndexed(active []*corev1.Pod, completed map[int]bool, completions, parallelism int) ([]int, []*corev1.Pod) {
+// delete: duplicates of an index, pods of completed, failed or out-of-range indexes, and
+// the highest indexes beyond parallelism. Occupied indexes (their pod still terminating)
+// are neither started nor counted free.
+func planIndexed(active []*corev1.Pod, occupied, completed, failed map[int]bool, completions, parallelism int) ([]int, []*corev1.Pod) {
 	var del []*corev1.Pod
 	running := map[int]*corev1.Pod{}
 	for _, p := range newestFirst(active) {
 		i := indexOf(p, completions)
-		if i < 0 || completed[i] || running[i] != nil {
+		if i < 0 || completed[i] || failed[i] || running[i] != nil {
 			del = append(del, p)
 			continue
 		}
@@ -345,9 +482,15 @@ func planIndexed(active []*corev1.Pod, completed map[int]bool, completions, para
 			delete(running, i)
 		}
 	}
+	busy := len(running)
+	for i := range occupied {
+		if i >= 0 && running[i] == nil {
+			busy++
+		}
+	}
 	var create []int
-	for i := 0; i < completions && len(running)+len(create) < parallelism; i++ {
-		if !completed[i] && running[i] == nil {
+	for i := 0; i < completions && busy+len(create) < parallelism; i++ {
+		if !completed[i] && !failed[i] && !occupied[i] && running[i] == nil {
 			create = append(create, i)
 		}
 	}
