@@ -32,10 +32,11 @@ type MetricsSource interface {
 func Metrics(src MetricsSource, stores func(schema.GroupResource) *registry.Store) []Definition {
 	gv := metricsv1beta1.SchemeGroupVersion
 	readOnly := []string{"get", "list"}
-	nodes := &registry.Resource{GroupVersion: gv, Name: "nodes", SingularName: "", Kind: "NodeMetrics", ListKind: "NodeMetricsList",
+	// Nothing is stored; the server still gives every resource a (here empty) storage.
+	nodes := &registry.Resource{StoragePrefix: builtinPrefix(gv.Group, "nodes"), GroupVersion: gv, Name: "nodes", SingularName: "", Kind: "NodeMetrics", ListKind: "NodeMetricsList",
 		Verbs: readOnly, NoTable: true, NoInitializers: true, NewFunc: func() runtime.Object { return &metricsv1beta1.NodeMetrics{} },
 		NewListFunc: func() runtime.Object { return &metricsv1beta1.NodeMetricsList{} }, Strategy: &strategy{}}
-	pods := &registry.Resource{GroupVersion: gv, Name: "pods", SingularName: "", Kind: "PodMetrics", ListKind: "PodMetricsList",
+	pods := &registry.Resource{StoragePrefix: builtinPrefix(gv.Group, "pods"), GroupVersion: gv, Name: "pods", SingularName: "", Kind: "PodMetrics", ListKind: "PodMetricsList",
 		Namespaced: true, Verbs: readOnly, NoTable: true, NoInitializers: true, NewFunc: func() runtime.Object { return &metricsv1beta1.PodMetrics{} },
 		NewListFunc: func() runtime.Object { return &metricsv1beta1.PodMetricsList{} }, Strategy: &strategy{}}
 	nodeStore := func() *registry.Store { return stores(corev1.Resource("nodes")) }
