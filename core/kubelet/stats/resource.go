@@ -66,7 +66,7 @@ func WriteResourceMetrics(w io.Writer, s *statsapi.Summary) error {
 				addMem(containerMemory, cl, c.Memory)
 				if !c.StartTime.IsZero() {
 					st := c.StartTime.Time
-					fams[containerStart] = append(fams[containerStart], sample{cl, float64(st.UnixNano()) / 1e9, st})
+					fams[containerStart] = append(fams[containerStart], sample{cl, float64(st.Unix()) + float64(st.Nanosecond())/1e9, st})
 				}
 			}
 		}
