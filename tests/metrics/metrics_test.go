@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	aggregator "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 )
@@ -129,6 +131,28 @@ func TestResourceMetrics(t *testing.T) {
 		raw, err := cs.Discovery().RESTClient().Get().AbsPath("/apis/apiregistration.k8s.io/v1/apiservices/v1beta1.metrics.k8s.io").DoRaw(ctx)
 		return err == nil && strings.Contains(string(raw), `"reason":"Local"`), nil
 	})
+	// An APIService naming a Service (metrics-server's manifest applied over the local
+	// one) is put back to local: this server serves metrics.k8s.io itself.
+	ac, err := aggregator.NewForConfig(s.Config(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := ac.ApiregistrationV1().APIServices().Get(ctx, "v1beta1.metrics.k8s.io", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as.Spec.Service = &apiregistrationv1.ServiceReference{Namespace: "kube-system", Name: "metrics-server"}
+	as.Spec.InsecureSkipTLSVerify = true
+	if _, err := ac.ApiregistrationV1().APIServices().Update(ctx, as, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(20*time.Second, "the APIService back to local", func(ctx context.Context) (bool, error) {
+		as, err := ac.ApiregistrationV1().APIServices().Get(ctx, "v1beta1.metrics.k8s.io", metav1.GetOptions{})
+		return err == nil && as.Spec.Service == nil, nil
+	})
+	if _, err := mc.MetricsV1beta1().PodMetricses("default").Get(ctx, "burner", metav1.GetOptions{}); err != nil {
+		t.Errorf("metrics after the APIService was rewritten: %v", err)
+	}
 	// kubectl top.
 	top := func(args ...string) string {
 		cmd := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig", s.KubeconfigPath()}, args...)...)
