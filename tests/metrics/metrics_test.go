@@ -6,7 +6,6 @@ package metrics_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -154,21 +153,12 @@ func TestResourceMetrics(t *testing.T) {
 		t.Errorf("metrics after the APIService was rewritten: %v", err)
 	}
 	// kubectl top.
-	top := func(args ...string) string {
-		cmd := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig", s.KubeconfigPath()}, args...)...)
-		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	out := top("top", "pods", "-n", "default")
+	out := s.MustKubectl(t, kubectlBin, "default", "", "top", "pods")
 	t.Logf("kubectl top pods:\n%s", out)
 	if !strings.Contains(out, "CPU(cores)") || !strings.Contains(out, "burner") || !strings.Contains(out, "idler") {
 		t.Errorf("kubectl top pods printed:\n%s", out)
 	}
-	out = top("top", "nodes")
+	out = s.MustKubectl(t, kubectlBin, "default", "", "top", "nodes")
 	t.Logf("kubectl top nodes:\n%s", out)
 	if !strings.Contains(out, "MEMORY(bytes)") || !strings.Contains(out, "node-1") {
 		t.Errorf("kubectl top nodes printed:\n%s", out)

@@ -67,6 +67,7 @@ func (s *Scraper) Round(ctx context.Context) {
 		return
 	}
 	// Each scrape must end before the next round starts, as metrics-server bounds it.
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Resolution)
 	defer cancel()
 	var (
@@ -88,7 +89,7 @@ func (s *Scraper) Round(ctx context.Context) {
 			defer func() { <-slots }()
 			b, err := s.scrape(ctx, n)
 			if err != nil {
-				if ctx.Err() == nil || err != ctx.Err() {
+				if parent.Err() == nil { // not shutting down
 					s.cfg.Logger.Warn("resource metrics: scraping kubelet", "node", n.Name, "err", err)
 				}
 				return
