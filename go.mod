@@ -4,6 +4,8 @@ go 1.26.8
 
 require github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822
 
+require k8s.io/kubelet v0.37.2
+
 require (
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	k8s.io/kube-aggregator v0.37.2

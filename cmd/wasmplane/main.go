@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/wasmplane/wasmplane/core/apiserver/servicealloc"
@@ -128,6 +129,7 @@ func newUp() *cobra.Command {
 		strings.Join(cliflag.PreferredTLSCipherNames(), ", ")+"; insecure values: "+strings.Join(cliflag.InsecureTLSCipherNames(), ", "))
 	f.IntVar(&cfg.MaxRequestsInFlight, "max-requests-inflight", 400, "concurrent non-mutating requests served; beyond, 429 with Retry-After (watches and logs do not count); with priority and fairness, the two limits' sum is the server's concurrency limit")
 	f.IntVar(&cfg.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", 200, "concurrent mutating requests served; beyond, 429 with Retry-After")
+	f.DurationVar(&cfg.MetricsResolution, "metrics-resolution", 15*time.Second, "how often kubelets are scraped for the resource metrics served as metrics.k8s.io (kubectl top, autoscalers), as metrics-server's --metric-resolution; a negative value serves no metrics.k8s.io")
 	f.BoolVar(&enableAPF, "enable-priority-and-fairness", true, "share the server's concurrency among priority levels with fair queuing by FlowSchemas and PriorityLevelConfigurations (API Priority and Fairness); false = the two max-inflight limits")
 	f.IntVar(&cfg.InsecurePort, "insecure-port", 0, "also serve plain HTTP WITHOUT authentication on 127.0.0.1:PORT (tests only; 0 = off)")
 	f.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "static bearer tokens (CSV: token,user,uid,\"group1,group2\")")

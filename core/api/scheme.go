@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
 // NewScheme returns a scheme holding every type wasmplane serves. Each caller gets its
@@ -63,6 +64,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		resourcev1.AddToScheme,
 		metav1.AddMetaToScheme,
 		wasmv1alpha1.AddToScheme,
+		metricsv1beta1.AddToScheme,
 		initializers.AddToScheme,
 		apiextensionsv1.AddToScheme,
 		admissionregistrationv1.AddToScheme,

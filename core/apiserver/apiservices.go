@@ -95,6 +95,9 @@ func builtinAPIServicePriority(gv schema.GroupVersion) apiServicePriority {
 		return apiServicePriority{16100, 21}
 	case "storagemigration.k8s.io":
 		return apiServicePriority{15800, 15}
+	case "metrics.k8s.io":
+		// Served here, not by kube-apiserver: metrics-server's APIService's priorities.
+		return apiServicePriority{100, 100}
 	}
 	return apiServicePriority{15000, 9}
 }

@@ -44,6 +44,9 @@ func builtins(s *Server, cfg Config) []endpoints.Definition {
 		bc.TokenRequest = &c
 	}
 	all := append(resources.Builtins(bc), apiextensions.Definitions()...)
+	if s.resourceMetrics != nil {
+		all = append(all, resources.Metrics(s.resourceMetrics.store, s.Store)...)
+	}
 	return append(all, admissionregistration.Definitions()...)
 }
 

@@ -114,6 +114,10 @@ type Config struct {
 	NodePortRange servicealloc.PortRange
 	// NodePorts keeps the node port bitmap (etcd); nil = in memory, for tests only.
 	NodePorts servicealloc.RangeStore
+	// MetricsResolution is how often the resource metrics served as metrics.k8s.io are
+	// scraped from kubelets (metrics-server's --metric-resolution; 0 = 15 s); negative =
+	// metrics.k8s.io is not served.
+	MetricsResolution time.Duration
 	// Logger receives the server's logs; nil = slog.Default().
 	Logger *slog.Logger
 	// ProxyClientCertificate is the front-proxy client certificate the aggregation layer
@@ -159,6 +163,8 @@ type Server struct {
 	// merged is the discovery of cur with the aggregated group versions, rebuilt when
 	// either changes.
 	merged atomic.Pointer[mergedDiscovery]
+	// resourceMetrics scrapes kubelets for metrics.k8s.io; nil when it is not served.
+	resourceMetrics *resourceMetrics
 }
 
 // liveLookupTTL is how long after marking a namespace Terminating NamespaceLifecycle
@@ -237,6 +243,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.services = services
+	s.resourceMetrics = newResourceMetrics(s, cfg)
 	if err := s.AddResources(builtins(s, cfg)...); err != nil {
 		return nil, err
 	}
@@ -526,6 +533,12 @@ func (s *Server) serve(d endpoints.Definition) (*served, error) {
 	}
 	if d.CreateHandler != nil {
 		a.CreateHandler = d.CreateHandler(scope)
+	}
+	if d.GetHandler != nil {
+		a.GetHandler = d.GetHandler(scope)
+	}
+	if d.ListHandler != nil {
+		a.ListHandler = d.ListHandler(scope)
 	}
 	return &served{def: d, api: a, store: store}, nil
 }

@@ -158,6 +158,10 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule(verbsReadWrite, g(rbacv1.GroupName), "roles", "rolebindings")),
 		clusterRole("system:aggregate-to-edit", map[string]string{AggregateToEdit: "true"}, editRules()...),
 		clusterRole("system:aggregate-to-view", map[string]string{AggregateToView: "true"}, viewRules()...),
+		// metrics.k8s.io is served by the API server itself: the role metrics-server's
+		// manifest adds, so that view, edit and admin may run kubectl top.
+		clusterRole("system:aggregated-metrics-reader", map[string]string{AggregateToView: "true", AggregateToEdit: "true", AggregateToAdmin: "true"},
+			rule([]string{"get", "list", "watch"}, g("metrics.k8s.io"), "pods", "nodes")),
 		clusterRole("system:node", nil, NodeRules()...),
 		clusterRole("system:node-bootstrapper", nil,
 			rule([]string{"create", "get", "list", "watch"}, g("certificates.k8s.io"), "certificatesigningrequests")),

@@ -25,6 +25,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/kubelet/podworkers"
 	"github.com/wasmplane/wasmplane/core/kubelet/prober"
 	kubeletserver "github.com/wasmplane/wasmplane/core/kubelet/server"
+	"github.com/wasmplane/wasmplane/core/kubelet/stats"
 	"github.com/wasmplane/wasmplane/core/kubelet/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,6 +42,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	cri "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
 // DefaultPort is the kubelet's HTTPS port.
@@ -126,6 +128,7 @@ type Kubelet struct {
 	log      *slog.Logger
 	runtime  *kuberuntime.Manager
 	status   *status.Manager
+	stats    *stats.Provider
 	prober   *prober.Manager
 	workers  *podworkers.Workers
 	lister   corelisters.PodLister
@@ -173,6 +176,7 @@ func New(cfg Config) (*Kubelet, error) {
 		BackOffBase: cfg.BackOffBase, BackOffMax: cfg.BackOffMax, NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, Logger: log,
 	})
 	k.status = status.NewManager(cfg.Client, log)
+	k.stats = stats.NewProvider(cfg.Runtime, cfg.NodeName, nil)
 	return k, nil
 }
 
@@ -526,6 +530,11 @@ func (k *Kubelet) terminate(ctx context.Context, pod *corev1.Pod, rs *kuberuntim
 func (k *Kubelet) podGone(pod *corev1.Pod) bool {
 	cur, err := k.lister.Pods(pod.Namespace).Get(pod.Name)
 	return apierrors.IsNotFound(err) || (err == nil && cur.UID != pod.UID)
+}
+
+// Summary implements kubeletserver.StatsSource.
+func (k *Kubelet) Summary(ctx context.Context) (*statsapi.Summary, error) {
+	return k.stats.Summary(ctx)
 }
 
 // ContainerLogFile implements kubeletserver.LogSource.

@@ -82,6 +82,9 @@ type Config struct {
 	// writes; beyond them requests get 429 with Retry-After (0 = 400 and 200, as
 	// kube-apiserver's defaults).
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	// MetricsResolution is how often kubelets are scraped for metrics.k8s.io (0 = 15 s;
+	// negative = metrics.k8s.io is not served).
+	MetricsResolution time.Duration
 	// DisablePriorityAndFairness turns API Priority and Fairness off (kube-apiserver's
 	// --enable-priority-and-fairness=false): the two in-flight limits apply instead.
 	// With it on, their sum is the concurrency the priority levels share.
@@ -343,9 +346,10 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		Authorizer: authorizer, RuleResolver: rbac, KubeletClientTLS: kubeletTLS, Scheme: scheme, Storage: factory, Metrics: metrics, Blobs: blobs.New(client, "/wasmplane/blobs"),
 		Authenticator:       chain,
 		MaxRequestsInFlight: cfg.MaxRequestsInFlight, MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
-		TokenReviewer:    tokenReviewer(chain),
-		TokenRequest:     &resources.TokenRequestConfig{Issuer: sec.signer, APIAudiences: sec.audiences},
-		AdmissionSources: []admission.Source{policies, webhooks, plugins}, InitializerWaiting: plugins.Waiting, PluginCeilings: cfg.PluginCeilings,
+		MetricsResolution: cfg.MetricsResolution,
+		TokenReviewer:     tokenReviewer(chain),
+		TokenRequest:      &resources.TokenRequestConfig{Issuer: sec.signer, APIAudiences: sec.audiences},
+		AdmissionSources:  []admission.Source{policies, webhooks, plugins}, InitializerWaiting: plugins.Waiting, PluginCeilings: cfg.PluginCeilings,
 		// Profiling is on, as with kube-apiserver's --profiling default.
 		ExtraHandlers: extra, ProxyClientCertificate: proxyCert}
 	if apf != nil {
@@ -458,8 +462,14 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		defer close(apiServicesDone)
 		srv.RunAPIServices(ctx, log)
 	}()
+	// Resource metrics (metrics.k8s.io) are scraped from kubelets, as metrics-server does.
+	resourceMetricsDone := make(chan struct{})
+	go func() {
+		defer close(resourceMetricsDone)
+		srv.RunResourceMetrics(ctx)
+	}()
 	inst.mu.Lock()
-	inst.closers = append(inst.closers, func() { <-pluginsDone }, func() { <-crdsDone }, func() { <-apiServicesDone },
+	inst.closers = append(inst.closers, func() { <-pluginsDone }, func() { <-crdsDone }, func() { <-apiServicesDone }, func() { <-resourceMetricsDone },
 		func() { <-webhooksDone }, func() { <-policiesDone })
 	inst.mu.Unlock()
 	stopKubernetesService, err := startKubernetesService(ctx, inst.loopbackConfig(), srv.ServiceIPs().Reserved(),

@@ -35,6 +35,9 @@ type APIResource struct {
 	// CreateHandler, when set, replaces the generic create (a resource whose POST body
 	// is not the object itself, such as an uploaded module).
 	CreateHandler HandlerFunc
+	// GetHandler and ListHandler, when set, replace the generic get and list (a resource
+	// computed on request rather than stored, such as metrics.k8s.io's).
+	GetHandler, ListHandler HandlerFunc
 }
 
 // Definition is everything a server needs to serve one resource: its descriptor, and the
@@ -48,6 +51,8 @@ type Definition struct {
 	Subresources func(s *Scope) []Subresource
 	// CreateHandler, when set, replaces the generic create.
 	CreateHandler func(s *Scope) HandlerFunc
+	// GetHandler and ListHandler, when set, replace the generic get and list.
+	GetHandler, ListHandler func(s *Scope) HandlerFunc
 	// Storage, when set, is the storage served instead of one the server makes (the
 	// versions of a custom resource share one); its owner stops it.
 	Storage storage.Interface

@@ -182,6 +182,9 @@ func (a *APIResource) methods(verbs ...string) map[string]HandlerFunc {
 		switch verb {
 		case "list":
 			out[http.MethodGet] = a.Scope.ListOrWatch
+			if a.ListHandler != nil {
+				out[http.MethodGet] = a.ListHandler
+			}
 		case "create":
 			out[http.MethodPost] = a.Scope.Create
 			if a.CreateHandler != nil {
@@ -191,6 +194,9 @@ func (a *APIResource) methods(verbs ...string) map[string]HandlerFunc {
 			out[http.MethodDelete] = a.Scope.DeleteCollection
 		case "get":
 			out[http.MethodGet] = a.Scope.Get
+			if a.GetHandler != nil {
+				out[http.MethodGet] = a.GetHandler
+			}
 		case "update":
 			out[http.MethodPut] = func(w http.ResponseWriter, req *http.Request, r Request) { a.Scope.Update(w, req, r, nil) }
 		case "patch":

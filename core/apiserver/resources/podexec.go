@@ -97,7 +97,7 @@ func portForwardLocation(pod *corev1.Pod, q url.Values) (*url.URL, string, error
 // does.
 func podStreamHandler(s *endpoints.Scope, kc KubeletConnection, sub string) endpoints.HandlerFunc {
 	locate := streamSubresources[sub]
-	transport := kubeletTransport(kc.TLS)
+	transport := KubeletTransport(kc.TLS)
 	return func(w http.ResponseWriter, req *http.Request, r endpoints.Request) {
 		fail := func(err error) { s.Codecs.WriteError(w, req, err) }
 		ctx := req.Context()

@@ -60,7 +60,9 @@ func WithKubeletConnection(defs []Definition, kc KubeletConnection) []Definition
 // logQueryParams are the PodLogOptions the kubelet understands, passed through.
 var logQueryParams = []string{"follow", "previous", "tailLines", "timestamps", "sinceSeconds", "sinceTime", "limitBytes"}
 
-func kubeletTransport(cfg *tls.Config) *http.Transport {
+// KubeletTransport is the transport to kubelets' HTTPS servers with cfg (nil: the
+// documented default, see KubeletConnection.TLS).
+func KubeletTransport(cfg *tls.Config) *http.Transport {
 	if cfg == nil {
 		cfg = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // documented default, like kube-apiserver's
 	}
@@ -100,7 +102,7 @@ func statusError(code int, msg string) error {
 
 // podLogHandler serves pods/log by streaming from the kubelet of the pod's node.
 func podLogHandler(s *endpoints.Scope, kc KubeletConnection) endpoints.HandlerFunc {
-	client := &http.Client{Transport: kubeletTransport(kc.TLS)}
+	client := &http.Client{Transport: KubeletTransport(kc.TLS)}
 	return func(w http.ResponseWriter, req *http.Request, r endpoints.Request) {
 		fail := func(err error) { s.Codecs.WriteError(w, req, err) }
 		ctx := req.Context()
@@ -212,6 +214,12 @@ func kubeletURL(ctx context.Context, kc KubeletConnection, pod *corev1.Pod, cont
 	if err != nil {
 		return nil, err
 	}
+	return KubeletURL(node, path)
+}
+
+// KubeletURL is the https URL of path on node's kubelet: the node's address and the
+// port it reports in daemonEndpoints.
+func KubeletURL(node *corev1.Node, path string) (*url.URL, error) {
 	port := node.Status.DaemonEndpoints.KubeletEndpoint.Port
 	if port == 0 {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("node %s reports no kubelet port", node.Name))

@@ -1,6 +1,7 @@
 // Package server is the kubelet's HTTPS endpoint: /containerLogs/{ns}/{pod}/{container}
 // (what the API server's pods/log proxies to), /exec, /attach and /portForward (what
-// pods/exec, pods/attach and pods/portforward proxy to), /healthz and /debug/pprof/.
+// pods/exec, pods/attach and pods/portforward proxy to), /stats/summary and
+// /metrics/resource (what resource metrics are scraped from), /healthz and /debug/pprof/.
 package server
 
 import (
@@ -57,7 +58,7 @@ type LogSource interface {
 }
 
 // Handler serves the kubelet API; when src is also a Streamer, /exec, /attach and
-// /portForward too.
+// /portForward too, and when it is a StatsSource, /stats/summary and /metrics/resource.
 func Handler(src LogSource, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.Default()
@@ -73,6 +74,9 @@ func Handler(src LogSource, log *slog.Logger) http.Handler {
 	})
 	if st, ok := src.(Streamer); ok {
 		registerStreams(mux, st, log)
+	}
+	if st, ok := src.(StatsSource); ok {
+		registerStats(mux, st, log)
 	}
 	// Profiles, as the kubelet's enableProfilingHandler serves them: they show where
 	// the node agent's CPU and memory go, and only the API server's client may read them.

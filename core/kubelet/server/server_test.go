@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/kubelet/logs"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
 // optsView is logs.Options under a local name.
@@ -67,6 +69,16 @@ func TestParseOptions(t *testing.T) {
 }
 
 type fakeSource struct{ path string }
+
+// Summary implements StatsSource with one pod of one container.
+func (fakeSource) Summary(context.Context) (*statsapi.Summary, error) {
+	at := metav1.NewTime(time.Unix(1700000000, 0))
+	cpu, mem := uint64(1500000000), uint64(4096)
+	return &statsapi.Summary{Node: statsapi.NodeStats{NodeName: "n1", CPU: &statsapi.CPUStats{Time: at, UsageCoreNanoSeconds: &cpu},
+		Memory: &statsapi.MemoryStats{Time: at, WorkingSetBytes: &mem}},
+		Pods: []statsapi.PodStats{{PodRef: statsapi.PodReference{Name: "p", Namespace: "ns"}, Containers: []statsapi.ContainerStats{{Name: "c", StartTime: at,
+			CPU: &statsapi.CPUStats{Time: at, UsageCoreNanoSeconds: &cpu}, Memory: &statsapi.MemoryStats{Time: at, WorkingSetBytes: &mem}}}}}}, nil
+}
 
 func (f fakeSource) ContainerLogFile(_ context.Context, ns, pod, container string, previous bool) (string, func() bool, error) {
 	switch {
@@ -161,6 +173,11 @@ func TestServeLogsOverTLSWithClientCA(t *testing.T) {
 		if err != nil || code != http.StatusForbidden || !strings.Contains(body, "may not read container logs") {
 			t.Errorf("non-master client: %d %q %v, want 403", code, body, err)
 		}
+		for _, path := range []string{"/metrics/resource", "/stats/summary"} {
+			if code, _, err := get(withCert(c), path); err != nil || code != http.StatusForbidden {
+				t.Errorf("non-master client, %s: %d %v, want 403", path, code, err)
+			}
+		}
 		// Profiles show as much of the node as logs do.
 		if code, body, err := get(withCert(c), "/debug/pprof/heap"); err != nil || code != http.StatusForbidden || !strings.Contains(body, "may not read profiles") {
 			t.Errorf("non-master client, profile: %d %q %v, want 403", code, body, err)
@@ -178,11 +195,16 @@ func TestServeLogsOverTLSWithClientCA(t *testing.T) {
 		{"/containerLogs/ns/other/c", 404, `pod "ns/other" not found`},
 		{"/containerLogs/ns/p/c?tailLines=x", 400, `invalid tailLines "x": must be a non-negative integer`},
 		{"/healthz", 200, "ok"},
+		{"/stats/summary", 200, `{"node":{"nodeName":"n1","startTime":null,"cpu":{"time":"2023-11-14T22:13:20Z","usageCoreNanoSeconds":1500000000},"memory":{"time":"2023-11-14T22:13:20Z","workingSetBytes":4096}},"pods":[{"podRef":{"name":"p","namespace":"ns","uid":""},"startTime":null,"containers":[{"name":"c","startTime":"2023-11-14T22:13:20Z","cpu":{"time":"2023-11-14T22:13:20Z","usageCoreNanoSeconds":1500000000},"memory":{"time":"2023-11-14T22:13:20Z","workingSetBytes":4096}}]}]}` + "\n"},
 	} {
 		code, body, err := get(client, tc.path)
 		if err != nil || code != tc.code || body != tc.body {
 			t.Errorf("%s: %d %q %v, want %d %q", tc.path, code, body, err, tc.code, tc.body)
 		}
+	}
+	if code, body, err := get(client, "/metrics/resource"); err != nil || code != http.StatusOK ||
+		!strings.Contains(body, `container_cpu_usage_seconds_total{container="c",namespace="ns",pod="p"} 1.5 1700000000000`+"\n") {
+		t.Errorf("/metrics/resource: %d %q %v", code, body, err)
 	}
 	if code, body, err := get(client, "/debug/pprof/heap?debug=1"); err != nil || code != http.StatusOK || !strings.Contains(body, "heap profile") {
 		t.Errorf("heap profile: %d %.80q %v, want 200", code, body, err)

@@ -29,6 +29,7 @@ type proc struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	mem    *memoryLimiter
+	cpu    cpuClock
 	log    *crilog.File
 	killed atomic.Bool // StopContainer/RemoveContainer asked for the kill
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -402,7 +403,12 @@ func (s *Server) runGuestLocked(c *container, g *guest) *proc {
 		defer s.wg.Done()
 		defer close(p.done)
 		defer p.cancel()
+		// The thread stays locked until the goroutine ends (and the thread with it), so
+		// its CPU clock counts this guest alone.
+		runtime.LockOSThread()
+		p.cpu.start()
 		_, err := g.mod.ExportedFunction("_start").Call(g.ctx)
+		p.cpu.stop()
 		res := classify(err, p.killed.Load(), p.mem)
 		_ = g.mod.Close(context.Background())
 		// _start has returned: no guest code runs, so the memory can be unmapped.
