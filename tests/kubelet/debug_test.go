@@ -55,6 +55,13 @@ func wantInvalid(t *testing.T, what string, err error, field, message string) {
 	t.Fatalf("%s: %v, want a cause on %s saying %q", what, err, field, message)
 }
 
+// ctx is a test's context for one kubectl run.
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
 // TestEphemeralContainers adds ephemeral containers to a running pod through client-go
 // and the real kubectl debug, and checks what the API server refuses.
 func TestEphemeralContainers(t *testing.T) {
@@ -139,13 +146,18 @@ func TestEphemeralContainers(t *testing.T) {
 	if out, stderr, err := e.kubectlRun("logs", "box", "-c", "kdbg"); err != nil || out != "from kubectl debug\n" {
 		t.Errorf("kubectl logs -c kdbg: %q %s %v", out, stderr, err)
 	}
-	// kubectl debug -i: WASI containers cannot be attached to, so kubectl falls back to
-	// streaming the container's logs, which is what it does for one already finished.
-	out, stderr, err = e.kubectlRun("debug", "-i", "box", "--image=toolbox:latest", "-c", "idbg", "--", "toolbox", "echo", "interactive")
-	if err != nil || !strings.Contains(out, "interactive\n") {
-		t.Errorf("kubectl debug -i: %v\n%q\n%s", err, out, stderr)
+	// kubectl debug -i attaches to the new container: the guest reads what kubectl sends
+	// (it blocks until then, so its output comes after the attach) and kubectl shows
+	// what it writes.
+	cmd := e.kubectl(ctx(t), "debug", "-i", "box", "--image=toolbox:latest", "-c", "idbg", "--", "toolbox", "dd", "bs=6", "count=1")
+	cmd.Stdin = strings.NewReader("typed\n")
+	combined, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(combined), "typed\n") || strings.Contains(string(combined), "falling back") {
+		t.Errorf("kubectl debug -i: %v\n%s", err, combined)
 	}
-
+	if out, err := e.logs("box", &corev1.PodLogOptions{Container: "idbg"}); err != nil || out != "typed\n" {
+		t.Errorf("idbg logs %q, %v", out, err)
+	}
 	// kubectl debug node/: a pod on the node with the host's namespaces, which a WASI
 	// guest does not have; it runs as any other pod there.
 	out, stderr, err = e.kubectlRun("debug", "node/"+nodeName, "--image=toolbox:latest", "--", "toolbox", "echo", "on the node")

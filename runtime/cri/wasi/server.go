@@ -314,11 +314,6 @@ func (s *Server) Exec(_ context.Context, req *runtimeapi.ExecRequest) (*runtimea
 	return s.streams.GetExec(req)
 }
 
-// Attach is not supported: guests have no terminal and stdin is not connected.
-func (s *Server) Attach(context.Context, *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "wasmplane-wasi: attach is not supported; read the container's output with `kubectl logs` or `crictl logs`")
-}
-
 // PortForward is not supported: WASI preview 1 guests cannot listen on sockets.
 func (s *Server) PortForward(context.Context, *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "wasmplane-wasi: port-forward is not supported; WASI preview 1 containers have no network")
