@@ -22,8 +22,9 @@ type attachHub struct {
 	clients map[*attachClient]struct{}
 	// stdin is nil for a container without stdin (its guest reads EOF).
 	stdin *io.PipeWriter
-	// once closes stdin when the first client's input ends (the stdinOnce flag).
-	once     bool
+	// once closes stdin when the first feeding client's input ends (the stdinOnce flag).
+	once bool
+	// attached: a client has fed stdin.
 	attached bool
 }
 
@@ -121,12 +122,14 @@ func (r execRunner) Attach(ctx context.Context, containerID string, _ bool, st s
 	}
 	h := p.attach
 	client := &attachClient{stdout: st.Stdout, stderr: st.Stderr}
+	feeds := st.Stdin != nil && h.stdin != nil
 	h.mu.Lock()
 	h.clients[client] = struct{}{}
-	first := !h.attached
-	h.attached = true
+	// stdinOnce is about the first client that sends input, not one that only reads.
+	first := feeds && !h.attached
+	h.attached = h.attached || feeds
 	h.mu.Unlock()
-	if st.Stdin != nil && h.stdin != nil {
+	if feeds {
 		// The copy ends when the client's input does, which the session closes once this
 		// returns; the server's wait group keeps Close waiting for it.
 		s.wg.Go(func() {
