@@ -2,14 +2,10 @@ package wasi
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"sync"
 
 	"github.com/wasmplane/wasmplane/runtime/cri/streaming"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -84,18 +80,7 @@ func (h *attachHub) close() {
 // to the running container's streams. WASI has no terminal, so a tty is refused as exec
 // refuses it; `kubectl attach -i` (and `kubectl debug -i`) work.
 func (s *Server) Attach(_ context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	if req.GetTty() {
-		return nil, status.Error(codes.InvalidArgument, "wasmplane-wasi: WASI containers have no terminal; attach without a tty (kubectl attach -i, without -t)")
-	}
-	s.mu.Lock()
-	_, c, err := lookupID(s.containers, req.GetContainerId())
-	if err == nil && c.proc == nil {
-		err = status.Errorf(codes.FailedPrecondition, "container %q is not running", c.rec.ID)
-	} else if err != nil {
-		err = grpcErr("container", req.GetContainerId(), err)
-	}
-	s.mu.Unlock()
-	if err != nil {
+	if err := s.checkStream(req.GetContainerId(), req.GetTty(), "attach"); err != nil {
 		return nil, err
 	}
 	return s.streams.GetAttach(req)
@@ -105,21 +90,11 @@ func (s *Server) Attach(_ context.Context, req *runtimeapi.AttachRequest) (*runt
 // and, if the container has stdin, feeds it, until the guest exits or the client goes.
 func (r execRunner) Attach(ctx context.Context, containerID string, _ bool, st streaming.Streams) error {
 	s := r.s
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return errors.New("runtime is shutting down")
-	}
-	_, c, err := lookupID(s.containers, containerID)
+	c, err := s.lockRunning(containerID)
 	if err != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("container %q: %w", containerID, err)
+		return err
 	}
 	p := c.proc
-	if p == nil {
-		s.mu.Unlock()
-		return fmt.Errorf("container %q is not running", containerID)
-	}
 	h := p.attach
 	client := &attachClient{stdout: st.Stdout, stderr: st.Stderr}
 	feeds := st.Stdin != nil && h.stdin != nil
