@@ -224,6 +224,8 @@ func TestAuthorize(t *testing.T) {
 		// admin / edit / view through RoleBindings to aggregated ClusterRoles
 		{"admin creates pods", res(alice, "create", "", "pods", "", "a", ""), true},
 		{"admin reads secrets", res(alice, "get", "", "secrets", "", "a", "x"), true},
+		// Kubernetes' admin and edit roles do not grant pods/ephemeralcontainers either.
+		{"admin no ephemeral containers", res(alice, "patch", "", "pods", "ephemeralcontainers", "a", "p"), false},
 		{"admin writes rolebindings", res(alice, "create", rbacv1.GroupName, "rolebindings", "", "a", ""), true},
 		{"admin creates wasmplugins", res(alice, "create", "wasmplane.io", "wasmplugins", "", "a", ""), true},
 		{"admin no clusterwasmplugins", res(alice, "create", "wasmplane.io", "clusterwasmplugins", "", "", ""), false},
@@ -283,6 +285,8 @@ func TestAuthorize(t *testing.T) {
 		{"node gets other pod", res(n1, "get", "", "pods", "", "a", "p2"), false},
 		{"node status of bound pod", res(n1, "patch", "", "pods", "status", "a", "p1"), true},
 		{"node status of other pod", res(n1, "update", "", "pods", "status", "a", "p2"), false},
+		// A kubelet runs ephemeral containers; only users add them, as in Kubernetes.
+		{"node ephemeral containers of bound pod", res(n1, "patch", "", "pods", "ephemeralcontainers", "a", "p1"), false},
 		{"node deletes bound pod", res(n1, "delete", "", "pods", "", "a", "p1"), true},
 		{"node deletes other pod", res(n1, "delete", "", "pods", "", "a", "p2"), false},
 		{"node creates pods", res(n1, "create", "", "pods", "", "a", ""), false},

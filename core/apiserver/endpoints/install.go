@@ -66,7 +66,14 @@ type Definition struct {
 
 // StatusSubresource serves get/update/patch of an object's status with strategy.
 func StatusSubresource(s *Scope, strategy registry.Strategy) Subresource {
-	return Subresource{Name: "status", Handlers: map[string]HandlerFunc{
+	return UpdateSubresource(s, "status", strategy)
+}
+
+// UpdateSubresource serves get/update/patch of the whole object under the subresource
+// name, with strategy deciding which part of the object the write may change (status,
+// a pod's ephemeral containers).
+func UpdateSubresource(s *Scope, name string, strategy registry.Strategy) Subresource {
+	return Subresource{Name: name, Handlers: map[string]HandlerFunc{
 		http.MethodGet:   s.Get,
 		http.MethodPut:   func(w http.ResponseWriter, req *http.Request, r Request) { s.Update(w, req, r, strategy) },
 		http.MethodPatch: func(w http.ResponseWriter, req *http.Request, r Request) { s.Patch(w, req, r, strategy) },

@@ -121,7 +121,7 @@ func validateWorkload(replicas *int32, sel *metav1.LabelSelector, tmpl *corev1.P
 		errs = append(errs, field.Invalid(path.Child("replicas"), *replicas, "must be greater than or equal to 0"))
 	}
 	errs = append(errs, validateSelectorMatches(sel, tmpl.Labels, path)...)
-	errs = append(errs, validatePodSpec(&tmpl.Spec, path.Child("template", "spec"))...)
+	errs = append(errs, validateTemplatePodSpec(&tmpl.Spec, path.Child("template", "spec"))...)
 	if tmpl.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 		errs = append(errs, field.NotSupported(path.Child("template", "spec", "restartPolicy"), tmpl.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))
 	}

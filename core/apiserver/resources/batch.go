@@ -168,7 +168,7 @@ func validateJobSpec(spec *batchv1.JobSpec, path *field.Path, withSelector bool)
 	if withSelector {
 		errs = append(errs, validateSelectorMatches(spec.Selector, spec.Template.Labels, path)...)
 	}
-	errs = append(errs, validatePodSpec(&spec.Template.Spec, path.Child("template", "spec"))...)
+	errs = append(errs, validateTemplatePodSpec(&spec.Template.Spec, path.Child("template", "spec"))...)
 	if rp := spec.Template.Spec.RestartPolicy; rp != corev1.RestartPolicyNever && rp != corev1.RestartPolicyOnFailure {
 		errs = append(errs, field.NotSupported(path.Child("template", "spec", "restartPolicy"), rp,
 			[]string{string(corev1.RestartPolicyOnFailure), string(corev1.RestartPolicyNever)}))

@@ -142,7 +142,7 @@ func validatePodTemplate(obj runtime.Object) field.ErrorList {
 	p := field.NewPath("template")
 	errs := validateLabelMap(t.Template.Labels, p.Child("metadata", "labels"))
 	errs = append(errs, apimachineryvalidation.ValidateAnnotations(t.Template.Annotations, p.Child("metadata", "annotations"))...)
-	return append(errs, validatePodSpec(&t.Template.Spec, p.Child("spec"))...)
+	return append(errs, validateTemplatePodSpec(&t.Template.Spec, p.Child("spec"))...)
 }
 
 func statusSub(s *endpoints.Scope) []endpoints.Subresource {

@@ -37,6 +37,7 @@ func podResource() *registry.Resource {
 			validate: func(obj runtime.Object) field.ErrorList {
 				return validatePodSpec(&obj.(*corev1.Pod).Spec, field.NewPath("spec"))
 			},
+			validateCreate: func(obj runtime.Object) field.ErrorList { return validatePodCreate(obj.(*corev1.Pod)) },
 			validateUpdate: func(obj, old runtime.Object) field.ErrorList {
 				return validatePodSpecUpdate(&obj.(*corev1.Pod).Spec, &old.(*corev1.Pod).Spec, field.NewPath("spec"))
 			},
@@ -94,6 +95,7 @@ func podGracePeriod(obj runtime.Object, opts *metav1.DeleteOptions) int64 {
 func podSubresources(s *endpoints.Scope) []endpoints.Subresource {
 	return []endpoints.Subresource{
 		endpoints.StatusSubresource(s, podStatusOnly()),
+		ephemeralContainersSubresource(s),
 		{Name: "binding", Kind: corev1.SchemeGroupVersion.WithKind("Binding"), Handlers: map[string]endpoints.HandlerFunc{http.MethodPost: bindHandler(s)}},
 		{Name: "log", Handlers: map[string]endpoints.HandlerFunc{http.MethodGet: logHandler(s)}},
 		{Name: "trace", Handlers: map[string]endpoints.HandlerFunc{http.MethodGet: traceHandler(s), http.MethodPost: traceReportHandler(s)}},

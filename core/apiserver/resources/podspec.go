@@ -43,6 +43,9 @@ func defaultPodSpec(spec *corev1.PodSpec) {
 	for i := range spec.Containers {
 		defaultContainer(&spec.Containers[i])
 	}
+	for i := range spec.EphemeralContainers {
+		defaultContainer((*corev1.Container)(&spec.EphemeralContainers[i].EphemeralContainerCommon))
+	}
 }
 
 func defaultContainer(c *corev1.Container) {
@@ -183,6 +186,7 @@ func validatePodSpec(spec *corev1.PodSpec, path *field.Path) field.ErrorList {
 	names := sets.New[string]()
 	errs = append(errs, validateContainers(spec.InitContainers, path.Child("initContainers"), names)...)
 	errs = append(errs, validateContainers(spec.Containers, path.Child("containers"), names)...)
+	errs = append(errs, validateEphemeralContainers(spec, path.Child("ephemeralContainers"), names)...)
 	if !restartPolicies.Has(spec.RestartPolicy) {
 		errs = append(errs, field.NotSupported(path.Child("restartPolicy"), spec.RestartPolicy, sets.List(restartPolicies)))
 	}
@@ -234,49 +238,55 @@ func validateTolerations(tolerations []corev1.Toleration, path *field.Path) fiel
 
 func validateContainers(cs []corev1.Container, path *field.Path, names sets.Set[string]) field.ErrorList {
 	var errs field.ErrorList
-	for i, c := range cs {
-		p := path.Index(i)
-		if c.Name == "" {
-			errs = append(errs, field.Required(p.Child("name"), ""))
-		} else {
-			for _, msg := range validation.IsDNS1123Label(c.Name) {
-				errs = append(errs, field.Invalid(p.Child("name"), c.Name, msg))
-			}
-			if names.Has(c.Name) {
-				errs = append(errs, field.Duplicate(p.Child("name"), c.Name))
-			}
-			names.Insert(c.Name)
+	for i := range cs {
+		errs = append(errs, validateContainer(&cs[i], path.Index(i), names)...)
+	}
+	return errs
+}
+
+// validateContainer checks one container at p; names holds the names seen so far.
+func validateContainer(c *corev1.Container, p *field.Path, names sets.Set[string]) field.ErrorList {
+	var errs field.ErrorList
+	if c.Name == "" {
+		errs = append(errs, field.Required(p.Child("name"), ""))
+	} else {
+		for _, msg := range validation.IsDNS1123Label(c.Name) {
+			errs = append(errs, field.Invalid(p.Child("name"), c.Name, msg))
 		}
-		if strings.TrimSpace(c.Image) == "" {
-			errs = append(errs, field.Required(p.Child("image"), ""))
-		} else if c.Image != strings.TrimSpace(c.Image) {
-			errs = append(errs, field.Invalid(p.Child("image"), c.Image, "must not have leading or trailing whitespace"))
+		if names.Has(c.Name) {
+			errs = append(errs, field.Duplicate(p.Child("name"), c.Name))
 		}
-		if !pullPolicies.Has(c.ImagePullPolicy) {
-			errs = append(errs, field.NotSupported(p.Child("imagePullPolicy"), c.ImagePullPolicy, sets.List(pullPolicies)))
+		names.Insert(c.Name)
+	}
+	if strings.TrimSpace(c.Image) == "" {
+		errs = append(errs, field.Required(p.Child("image"), ""))
+	} else if c.Image != strings.TrimSpace(c.Image) {
+		errs = append(errs, field.Invalid(p.Child("image"), c.Image, "must not have leading or trailing whitespace"))
+	}
+	if !pullPolicies.Has(c.ImagePullPolicy) {
+		errs = append(errs, field.NotSupported(p.Child("imagePullPolicy"), c.ImagePullPolicy, sets.List(pullPolicies)))
+	}
+	errs = append(errs, validateProbe(c.LivenessProbe, p.Child("livenessProbe"), true)...)
+	errs = append(errs, validateProbe(c.ReadinessProbe, p.Child("readinessProbe"), false)...)
+	errs = append(errs, validateProbe(c.StartupProbe, p.Child("startupProbe"), true)...)
+	for j, port := range c.Ports {
+		pp := p.Child("ports").Index(j)
+		if port.ContainerPort < 1 || port.ContainerPort > 65535 {
+			errs = append(errs, field.Invalid(pp.Child("containerPort"), port.ContainerPort, "must be between 1 and 65535, inclusive"))
 		}
-		errs = append(errs, validateProbe(c.LivenessProbe, p.Child("livenessProbe"), true)...)
-		errs = append(errs, validateProbe(c.ReadinessProbe, p.Child("readinessProbe"), false)...)
-		errs = append(errs, validateProbe(c.StartupProbe, p.Child("startupProbe"), true)...)
-		for j, port := range c.Ports {
-			pp := p.Child("ports").Index(j)
-			if port.ContainerPort < 1 || port.ContainerPort > 65535 {
-				errs = append(errs, field.Invalid(pp.Child("containerPort"), port.ContainerPort, "must be between 1 and 65535, inclusive"))
-			}
+	}
+	for name, req := range c.Resources.Requests {
+		rp := p.Child("resources", "requests").Key(string(name))
+		if req.Sign() < 0 {
+			errs = append(errs, field.Invalid(rp, req.String(), "must be greater than or equal to 0"))
 		}
-		for name, req := range c.Resources.Requests {
-			rp := p.Child("resources", "requests").Key(string(name))
-			if req.Sign() < 0 {
-				errs = append(errs, field.Invalid(rp, req.String(), "must be greater than or equal to 0"))
-			}
-			if lim, ok := c.Resources.Limits[name]; ok && req.Cmp(lim) > 0 {
-				errs = append(errs, field.Invalid(rp, req.String(), fmt.Sprintf("must be less than or equal to %s limit of %s", name, lim.String())))
-			}
+		if lim, ok := c.Resources.Limits[name]; ok && req.Cmp(lim) > 0 {
+			errs = append(errs, field.Invalid(rp, req.String(), fmt.Sprintf("must be less than or equal to %s limit of %s", name, lim.String())))
 		}
-		for name, lim := range c.Resources.Limits {
-			if lim.Sign() < 0 {
-				errs = append(errs, field.Invalid(p.Child("resources", "limits").Key(string(name)), lim.String(), "must be greater than or equal to 0"))
-			}
+	}
+	for name, lim := range c.Resources.Limits {
+		if lim.Sign() < 0 {
+			errs = append(errs, field.Invalid(p.Child("resources", "limits").Key(string(name)), lim.String(), "must be greater than or equal to 0"))
 		}
 	}
 	return errs

@@ -92,7 +92,7 @@ func SchedulingInputs() []Definition {
 					if !labels.SelectorFromSet(rc.Spec.Selector).Matches(labels.Set(rc.Spec.Template.Labels)) {
 						errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), rc.Spec.Template.Labels, "`selector` does not match template `labels`"))
 					}
-					return append(errs, validatePodSpec(&rc.Spec.Template.Spec, p.Child("template", "spec"))...)
+					return append(errs, validateTemplatePodSpec(&rc.Spec.Template.Spec, p.Child("template", "spec"))...)
 				},
 				validateOnUpdate: true,
 			}, inCategory("all"), func(r *registry.Resource) { r.Printer = replicationControllerPrinter() }), replicationControllerScale{}),

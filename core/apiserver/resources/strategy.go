@@ -15,6 +15,7 @@ type strategy struct {
 	prepareCreate    func(obj runtime.Object)
 	prepareUpdate    func(obj, old runtime.Object)
 	validate         func(obj runtime.Object) field.ErrorList
+	validateCreate   func(obj runtime.Object) field.ErrorList // on create only, after validate
 	validateUpdate   func(obj, old runtime.Object) field.ErrorList
 	validateOnUpdate bool // run validate as well as validateUpdate on updates
 }
@@ -38,10 +39,14 @@ func (s *strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) 
 }
 
 func (s *strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+	var errs field.ErrorList
 	if s.validate != nil {
-		return s.validate(obj)
+		errs = s.validate(obj)
 	}
-	return nil
+	if s.validateCreate != nil {
+		errs = append(errs, s.validateCreate(obj)...)
+	}
+	return errs
 }
 
 func (s *strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {

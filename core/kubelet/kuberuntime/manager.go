@@ -215,9 +215,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *corev1.Pod, st *PodStatus, h
 	}
 	// 4. Ephemeral containers.
 	for _, i := range a.EphemeralContainersToStart {
-		ec := pod.Spec.EphemeralContainers[i].EphemeralContainerCommon
-		c := corev1.Container{Name: ec.Name, Image: ec.Image, Command: ec.Command, Args: ec.Args, WorkingDir: ec.WorkingDir,
-			Env: ec.Env, ImagePullPolicy: ec.ImagePullPolicy}
+		// Validation allows an ephemeral container only the fields a container has that
+		// make sense for it, so it starts as that container would.
+		c := corev1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
 		start(&c, ContainerTypeEphemeral)
 	}
 	// 5. The next init container; the rest wait until it has completed.
@@ -270,6 +270,12 @@ func (m *Manager) startContainer(ctx context.Context, pod *corev1.Pod, st *PodSt
 		return 0, cerr
 	}
 	cfg := m.containerConfig(pod, c, typ, restartCount, imageRef, podIP)
+	if typ == ContainerTypeEphemeral {
+		if cerr := targetNamespace(cfg, pod, st, c.Name); cerr != nil {
+			m.event(pod, c.Name, typ, corev1.EventTypeWarning, EventFailed, "Error: %s", cerr.Message)
+			return 0, cerr
+		}
+	}
 	id, err := m.cfg.Runtime.CreateContainer(ctx, sandboxID, cfg, sbConfig)
 	if err != nil {
 		m.event(pod, c.Name, typ, corev1.EventTypeWarning, EventFailed, "Error: %v", err)
@@ -419,6 +425,29 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, typ stri
 			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}},
 	}
 	return cfg
+}
+
+// targetNamespace puts an ephemeral container with a targetContainerName into its
+// target's process namespace, as the kubelet does: CRI's TARGET mode with the target's
+// container id, when the pod does not share one namespace between all its containers
+// anyway. A runtime without process namespaces (the built-in WASI one) ignores it.
+func targetNamespace(cfg *runtimeapi.ContainerConfig, pod *corev1.Pod, st *PodStatus, name string) *ContainerError {
+	var target string
+	for _, ec := range pod.Spec.EphemeralContainers {
+		if ec.Name == name {
+			target = ec.TargetContainerName
+		}
+	}
+	ns := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	if target == "" || ns == nil || ns.Pid != runtimeapi.NamespaceMode_CONTAINER {
+		return nil
+	}
+	cs := st.Latest(target)
+	if cs == nil {
+		return &ContainerError{Reason: ReasonCreateContainer, Message: fmt.Sprintf("target container %q of ephemeral container %q has not been created", target, name)}
+	}
+	ns.Pid, ns.TargetId = runtimeapi.NamespaceMode_TARGET, cs.ID
+	return nil
 }
 
 // linuxResources maps limits to CRI, as the kubelet does for cgroups: memory limit in

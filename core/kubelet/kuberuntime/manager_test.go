@@ -286,3 +286,40 @@ func TestEvents(t *testing.T) {
 		t.Errorf("init reference %+v", ref)
 	}
 }
+
+// An ephemeral container starts once in the running pod's sandbox, in its target's
+// process namespace, and is never restarted.
+func TestEphemeralContainer(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, nil, "a")
+	f := newFixture(t, pod)
+	f.sync()
+	pod.Spec.EphemeralContainers = []corev1.EphemeralContainer{{TargetContainerName: "a", EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+		Name: "debugger", Image: "debug", Env: []corev1.EnvVar{{Name: "X", Value: "y"}}, Stdin: true, TTY: true}}}
+	if res := f.sync(); len(res.Started) != 1 || res.Started[0] != "debugger" {
+		t.Fatalf("started %v, want [debugger]", res.Started)
+	}
+	st := f.status()
+	d, a := st.Latest("debugger"), st.Latest("a")
+	if d == nil || d.Type != ContainerTypeEphemeral || len(f.rt.Sandboxes) != 1 {
+		t.Fatalf("debugger %+v, %d sandboxes", d, len(f.rt.Sandboxes))
+	}
+	c := corev1.Container(pod.Spec.EphemeralContainers[0].EphemeralContainerCommon)
+	cfg := f.m.containerConfig(pod, &c, ContainerTypeEphemeral, 0, "debug", "")
+	if err := targetNamespace(cfg, pod, st, "debugger"); err != nil {
+		t.Fatal(err)
+	}
+	ns := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	if ns.GetPid() != runtimeapi.NamespaceMode_TARGET || ns.GetTargetId() != a.ID || !cfg.Stdin || !cfg.Tty || string(cfg.Envs[0].Value) != "y" {
+		t.Errorf("config: namespaces %v (target %s), stdin %v, tty %v, envs %v", ns, a.ID, cfg.Stdin, cfg.Tty, cfg.Envs)
+	}
+	f.exit("debugger", 1)
+	if res := f.sync(); len(res.Started) != 0 {
+		t.Fatalf("an exited ephemeral container was restarted: %v", res.Started)
+	}
+	// A target that has no container yet is an error the next sync retries.
+	pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{TargetContainerName: "gone",
+		EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "second", Image: "debug"}})
+	if res := f.sync(); res.Errors["second"].Reason != ReasonCreateContainer {
+		t.Fatalf("second: %+v", res)
+	}
+}

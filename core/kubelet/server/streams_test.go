@@ -61,6 +61,11 @@ func (argvRuntime) Exec(_ context.Context, id string, cmd []string, _ bool, s st
 	return err
 }
 
+// Attach is not reached: fakeStreamer refuses attach URLs, to test how errors are answered.
+func (argvRuntime) Attach(context.Context, string, bool, streaming.Streams) error {
+	return errors.New("attach is not served by this fake")
+}
+
 func TestStreamHandlers(t *testing.T) {
 	rt := httptest.NewServer(nil)
 	t.Cleanup(rt.Close)

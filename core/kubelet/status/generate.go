@@ -86,7 +86,11 @@ func GeneratePodStatus(in Input) corev1.PodStatus {
 	}
 	for i := range pod.Spec.EphemeralContainers {
 		c := &pod.Spec.EphemeralContainers[i]
-		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, containerStatus(in, c.Name, c.Image, false, "ContainerCreating"))
+		cs := containerStatus(in, c.Name, c.Image, false, "ContainerCreating")
+		// Nothing may rely on an ephemeral container, so it is never ready, as in
+		// Kubernetes; it does not count for the pod's phase or conditions either.
+		cs.Ready = false
+		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, cs)
 	}
 	st.Phase = Phase(pod, st.InitContainerStatuses, st.ContainerStatuses, initDone)
 	if old.Phase == corev1.PodSucceeded || old.Phase == corev1.PodFailed {

@@ -44,6 +44,13 @@ func (r echoRuntime) Exec(ctx context.Context, id string, cmd []string, _ bool, 
 	return errors.New("cannot start " + cmd[0])
 }
 
+// Attach says which container it is attached to, then copies stdin to stdout.
+func (r echoRuntime) Attach(_ context.Context, id string, _ bool, s Streams) error {
+	fmt.Fprintf(s.Stdout, "attached to %s\n", id)
+	_, err := io.Copy(s.Stdout, s.Stdin)
+	return err
+}
+
 func newTestServer(t *testing.T) (*Server, *httptest.Server) {
 	t.Helper()
 	var s *Server
@@ -186,5 +193,38 @@ func TestClientGoneEndsCommand(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Errorf("%s: the command still runs 10 s after its client left", proto)
 		}
+	}
+}
+
+// An attach URL runs the runtime's Attach with the client's streams, and a token is good
+// only for the kind of request that got it.
+func TestAttach(t *testing.T) {
+	s, hs := newTestServer(t)
+	resp, err := s.GetAttach(&runtimeapi.AttachRequest{ContainerId: "c1", Stdin: true, Stdout: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(resp.Url, "/attach/") {
+		t.Fatalf("attach URL %s", resp.Url)
+	}
+	wrong := strings.Replace(resp.Url, "/attach/", "/exec/", 1)
+	if r, err := http.Post(wrong, "text/plain", nil); err != nil || r.StatusCode != http.StatusNotFound {
+		t.Fatalf("an attach token used for exec: %v %v", r, err)
+	}
+	ex, err := remotecommand.NewWebSocketExecutor(&rest.Config{Host: strings.TrimPrefix(hs.URL, "http://")}, "GET", resp.Url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: strings.NewReader("typed\n"), Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "attached to c1\ntyped\n" {
+		t.Errorf("attach output %q", out.String())
+	}
+	if _, err := s.GetAttach(&runtimeapi.AttachRequest{Stdout: true}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("attach without a container: %v", err)
 	}
 }

@@ -32,6 +32,7 @@ type proc struct {
 	cpu    cpuClock
 	log    *crilog.File
 	killed atomic.Bool // StopContainer/RemoveContainer asked for the kill
+	attach *attachHub
 }
 
 // CreateContainer records the container, prepares its scratch directory and compiles its
@@ -80,6 +81,8 @@ func (s *Server) CreateContainer(_ context.Context, req *runtimeapi.CreateContai
 		LogPath:      cfg.GetLogPath(),
 		MemoryLimit:  cfg.GetLinux().GetResources().GetMemoryLimitInBytes(),
 		ReadonlyRoot: cfg.GetLinux().GetSecurityContext().GetReadonlyRootfs(),
+		Stdin:        cfg.GetStdin(),
+		StdinOnce:    cfg.GetStdinOnce(),
 		State:        stateCreated,
 		CreatedAt:    nowNano(),
 	}

@@ -190,23 +190,33 @@ func (s *Server) StreamPodSandboxStats(req *runtimeapi.StreamPodSandboxStatsRequ
 // execRunner runs the commands of the streaming server's exec URLs.
 type execRunner struct{ s *Server }
 
+// lockRunning finds the running container id names for a streaming session; on success
+// it returns with s.mu held, so that the caller can register its work before a Close.
+func (s *Server) lockRunning(id string) (*container, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errors.New("runtime is shutting down")
+	}
+	_, c, err := lookupID(s.containers, id)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("container %q: %w", id, err)
+	}
+	if c.proc == nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("container %q is not running", id)
+	}
+	return c, nil
+}
+
 // Exec implements streaming.Runtime: like ExecSync, cmd runs as a new instance of the
 // container's module, here with the client's streams; the container must still run.
 func (r execRunner) Exec(ctx context.Context, containerID string, cmd []string, _ bool, st streaming.Streams) error {
 	s := r.s
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return errors.New("runtime is shutting down")
-	}
-	_, c, err := lookupID(s.containers, containerID)
+	c, err := s.lockRunning(containerID)
 	if err != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("container %q: %w", containerID, err)
-	}
-	if c.proc == nil {
-		s.mu.Unlock()
-		return fmt.Errorf("container %q is not running", containerID)
+		return err
 	}
 	rec := c.rec
 	s.wg.Add(1)

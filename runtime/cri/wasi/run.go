@@ -377,14 +377,19 @@ func (s *Server) prepareGuest(rec containerRecord, sb sandboxRecord) (*guest, er
 		rec.Envs = append(rec.Envs, [2]string{"HOSTNAME", sb.Hostname})
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
+	hub, stdin := newAttachHub(rec.Stdin, rec.StdinOnce)
+	// A guest blocked reading stdin is not interrupted by the context: closing the pipe is
+	// what ends the read when the guest is killed or has exited.
+	context.AfterFunc(ctx, hub.close)
 	g := &guest{
 		rec:  rec,
 		ctx:  ctx,
 		outW: lf.Writer(crilog.Stdout),
 		errW: lf.Writer(crilog.Stderr),
-		p:    &proc{cancel: cancel, done: make(chan struct{}), mem: newMemoryLimiter(rec.MemoryLimit), log: lf},
+		p:    &proc{cancel: cancel, done: make(chan struct{}), mem: newMemoryLimiter(rec.MemoryLimit), log: lf, attach: hub},
 	}
-	g.mod, err = s.instantiate(ctx, guestSpec{rec: &g.rec, argv: argv(&g.rec), stdout: g.outW, stderr: g.errW, mem: g.p.mem})
+	g.mod, err = s.instantiate(ctx, guestSpec{rec: &g.rec, argv: argv(&g.rec), stdin: stdin,
+		stdout: hub.output(g.outW, false), stderr: hub.output(g.errW, true), mem: g.p.mem})
 	if err != nil {
 		g.p.mem.release()
 		cancel()

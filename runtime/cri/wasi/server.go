@@ -297,26 +297,28 @@ func (s *Server) RuntimeConfig(context.Context, *runtimeapi.RuntimeConfigRequest
 // command runs, like ExecSync, as a new instance of the container's module, with the
 // client's stdin, stdout and stderr.
 func (s *Server) Exec(_ context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
-	if req.GetTty() {
-		return nil, status.Error(codes.InvalidArgument, "wasmplane-wasi: WASI containers have no terminal; exec without a tty (kubectl exec -i, without -t)")
-	}
-	s.mu.Lock()
-	_, c, err := lookupID(s.containers, req.GetContainerId())
-	if err == nil && c.proc == nil {
-		err = status.Errorf(codes.FailedPrecondition, "container %q is not running", c.rec.ID)
-	} else if err != nil {
-		err = grpcErr("container", req.GetContainerId(), err)
-	}
-	s.mu.Unlock()
-	if err != nil {
+	if err := s.checkStream(req.GetContainerId(), req.GetTty(), "exec"); err != nil {
 		return nil, err
 	}
 	return s.streams.GetExec(req)
 }
 
-// Attach is not supported: guests have no terminal and stdin is not connected.
-func (s *Server) Attach(context.Context, *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "wasmplane-wasi: attach is not supported; read the container's output with `kubectl logs` or `crictl logs`")
+// checkStream refuses an exec or attach (what) with a tty, which WASI does not have, or
+// to a container that is not running.
+func (s *Server) checkStream(id string, tty bool, what string) error {
+	if tty {
+		return status.Errorf(codes.InvalidArgument, "wasmplane-wasi: WASI containers have no terminal; %s without a tty (kubectl %s -i, without -t)", what, what)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, c, err := lookupID(s.containers, id)
+	if err != nil {
+		return grpcErr("container", id, err)
+	}
+	if c.proc == nil {
+		return status.Errorf(codes.FailedPrecondition, "container %q is not running", c.rec.ID)
+	}
+	return nil
 }
 
 // PortForward is not supported: WASI preview 1 guests cannot listen on sockets.

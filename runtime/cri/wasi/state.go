@@ -61,6 +61,8 @@ type containerRecord struct {
 	LogPath      string            `json:"logPath,omitempty"` // relative, as in the config
 	MemoryLimit  int64             `json:"memoryLimit,omitempty"`
 	ReadonlyRoot bool              `json:"readonlyRootfs,omitempty"`
+	Stdin        bool              `json:"stdin,omitempty"`     // attach clients feed the guest's stdin
+	StdinOnce    bool              `json:"stdinOnce,omitempty"` // closed after the first client's input ends
 	State        string            `json:"state"`
 	CreatedAt    int64             `json:"createdAt"`
 	StartedAt    int64             `json:"startedAt,omitempty"`
