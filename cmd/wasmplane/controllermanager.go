@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/wasmplane/wasmplane/core/controller/podautoscaler"
 	"github.com/wasmplane/wasmplane/core/pki"
 	"github.com/wasmplane/wasmplane/core/server"
 	"k8s.io/client-go/tools/clientcmd"
@@ -58,6 +59,7 @@ func newControllerManager() *cobra.Command {
 	f.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", server.RetryPeriod, "how often candidates try to acquire or renew the Lease")
 	f.StringVar(&signingCert, "cluster-signing-cert-file", "", "PEM CA certificate that signs kubelet client certificates (e.g. <data-dir>/pki/ca.crt); empty = no signer")
 	f.StringVar(&signingKey, "cluster-signing-key-file", "", "PEM private key of --cluster-signing-cert-file")
+	f.DurationVar(&opts.Controllers.HPASyncPeriod, "horizontal-pod-autoscaler-sync-period", podautoscaler.DefaultSyncPeriod, "how often each HorizontalPodAutoscaler is reconciled")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

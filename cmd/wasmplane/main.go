@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/wasmplane/wasmplane/core/apiserver/servicealloc"
 	"github.com/wasmplane/wasmplane/core/authn"
+	"github.com/wasmplane/wasmplane/core/controller/podautoscaler"
 	"github.com/wasmplane/wasmplane/core/server"
 	"github.com/wasmplane/wasmplane/core/version"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -143,6 +144,7 @@ func newUp() *cobra.Command {
 	f.StringVar(&cfg.ContainerRuntimeEndpoint, "container-runtime-endpoint", "", "CRI socket (e.g. unix:///run/containerd/containerd.sock); default the built-in WASI runtime")
 	f.BoolVar(&cfg.DisableControllers, "disable-controllers", false, "do not run the controllers (run wasmplane controller-manager instead)")
 	f.BoolVar(&cfg.DisableScheduler, "disable-scheduler", false, "do not run the scheduler (run wasmplane scheduler instead)")
+	f.DurationVar(&cfg.Controllers.HPASyncPeriod, "horizontal-pod-autoscaler-sync-period", podautoscaler.DefaultSyncPeriod, "how often each HorizontalPodAutoscaler is reconciled")
 	f.StringVar(&serviceCIDR, "service-cluster-ip-range", servicealloc.DefaultServiceCIDR.String(), "CIDR of Services' cluster IPs; its first address is the kubernetes Service's")
 	f.StringVar(&nodePortRange, "service-node-port-range", servicealloc.DefaultNodePortRange.String(), "range of ports NodePort and LoadBalancer Services get (LOW-HIGH)")
 	f.StringVar(&advertise, "advertise-address", "", "address listed in the kubernetes Service's endpoints (default the bind address, or the host's first non-loopback one)")

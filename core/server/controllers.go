@@ -22,6 +22,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/job"
 	"github.com/wasmplane/wasmplane/core/controller/namespace"
 	"github.com/wasmplane/wasmplane/core/controller/nodelifecycle"
+	"github.com/wasmplane/wasmplane/core/controller/podautoscaler"
 	"github.com/wasmplane/wasmplane/core/controller/replicaset"
 	"github.com/wasmplane/wasmplane/core/controller/replication"
 	"github.com/wasmplane/wasmplane/core/controller/resourcequota"
@@ -35,6 +36,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientscheme "k8s.io/client-go/kubernetes/scheme"
@@ -42,9 +44,11 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 )
 
 // Client rate limits for controllers. Stock kube-controller-manager uses 20 QPS, which caps
@@ -61,6 +65,16 @@ const (
 	RetryPeriod   = 2 * time.Second
 )
 
+// ControllerConfig tunes individual controllers; the zero value is Kubernetes' defaults.
+type ControllerConfig struct {
+	// HPASyncPeriod is how often each HorizontalPodAutoscaler is reconciled
+	// (kube-controller-manager's --horizontal-pod-autoscaler-sync-period; 0 = 15 s).
+	HPASyncPeriod time.Duration
+	// PodMetrics is where the HorizontalPodAutoscaler controller reads pods' usage; nil =
+	// metrics.k8s.io/v1beta1 PodMetrics through the API server.
+	PodMetrics podautoscaler.PodMetricsLister
+}
+
 type noControllersKey struct{}
 
 // WithoutControllers returns a context that makes Start skip the built-in controllers, for
@@ -71,7 +85,7 @@ func WithoutControllers(ctx context.Context) context.Context {
 
 // startControllers runs the controllers against the API server through client-go, as a
 // separate controller-manager would; the returned func stops them and waits.
-func startControllers(ctx context.Context, cfg *rest.Config, signingCA *pki.CA, log *slog.Logger) (func(), error) {
+func startControllers(ctx context.Context, cfg *rest.Config, signingCA *pki.CA, ctrl ControllerConfig, log *slog.Logger) (func(), error) {
 	if v, _ := ctx.Value(noControllersKey{}).(bool); v {
 		return func() {}, nil
 	}
@@ -80,7 +94,7 @@ func startControllers(ctx context.Context, cfg *rest.Config, signingCA *pki.CA, 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := RunControllers(ctx, cfg, log, ready, signingCA); err != nil && ctx.Err() == nil {
+		if err := RunControllers(ctx, cfg, log, ready, signingCA, ctrl); err != nil && ctx.Err() == nil {
 			log.Error("controllers stopped", "err", err)
 		}
 	}()
@@ -96,14 +110,15 @@ func startControllers(ctx context.Context, cfg *rest.Config, signingCA *pki.CA, 
 }
 
 // RunControllers runs the namespace, ReplicaSet, ReplicationController, DaemonSet,
-// StatefulSet, Deployment, Job, CronJob,
+// StatefulSet, Deployment, HorizontalPodAutoscaler, Job, CronJob,
 // TTL-after-finished, garbage-collector,
 // CertificateSigningRequest, Endpoints, EndpointSlice and root CA publisher controllers
 // (among others) until ctx ends and they have all stopped. If ready
 // is non-nil it receives nil once the controllers are started, or the setup error. The
 // kubelet client certificate signer runs only with a signingCA (the cluster CA and its
 // key), as kube-controller-manager's csrsigning runs only with --cluster-signing-*-file.
-func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, ready chan<- error, signingCA *pki.CA) error {
+// ctrl tunes individual controllers.
+func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, ready chan<- error, signingCA *pki.CA, ctrl ControllerConfig) error {
 	fail := func(err error) error {
 		if ready != nil {
 			ready <- err
@@ -157,6 +172,10 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 		return fail(err)
 	}
 	dc.SetEventRecorder(recorder)
+	hpac, err := newHPAController(cfg, client, factory, ctrl, recorder, log)
+	if err != nil {
+		return fail(err)
+	}
 	jc, err := job.New(client, factory, job.Options{Logger: log, Recorder: recorder})
 	if err != nil {
 		return fail(err)
@@ -247,6 +266,7 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	wg.Go(func() { dsc.Run(ctx, 2) })
 	wg.Go(func() { ssc.Run(ctx, 2) })
 	wg.Go(func() { dc.Run(ctx, 5) })
+	wg.Go(func() { hpac.Run(ctx, 5) })
 	wg.Go(func() { jc.Run(ctx, 5) })
 	wg.Go(func() { cjc.Run(ctx, 5) })
 	wg.Go(func() { ttlc.Run(ctx, 5) })
@@ -276,6 +296,28 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	return nil
 }
 
+// newHPAController builds the HorizontalPodAutoscaler controller: targets are scaled
+// through their /scale subresource, found by discovery (so custom resources with one are
+// scaled too), and usage is read from ctrl.PodMetrics or else metrics.k8s.io.
+func newHPAController(cfg *rest.Config, client kubernetes.Interface, factory informers.SharedInformerFactory, ctrl ControllerConfig,
+	recorder record.EventRecorder, log *slog.Logger) (*podautoscaler.Controller, error) {
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
+	scales, err := scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(client.Discovery()))
+	if err != nil {
+		return nil, fmt.Errorf("scale client: %w", err)
+	}
+	metrics := ctrl.PodMetrics
+	if metrics == nil {
+		mc, err := metricsclient.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("metrics client: %w", err)
+		}
+		metrics = podautoscaler.NewMetricsAPILister(mc)
+	}
+	return podautoscaler.New(client, scales, mapper, metrics, factory, podautoscaler.Options{
+		Logger: log, Recorder: recorder, SyncPeriod: ctrl.HPASyncPeriod})
+}
+
 // ControllerManagerOptions configures RunControllerManager.
 type ControllerManagerOptions struct {
 	// Identity names this candidate in the Lease (default hostname_pid).
@@ -292,6 +334,8 @@ type ControllerManagerOptions struct {
 	// SigningCA, when set, is the cluster CA (certificate and key) the kubelet client
 	// certificate signer signs approved CertificateSigningRequests with; nil = no signer.
 	SigningCA *pki.CA
+	// Controllers tunes individual controllers.
+	Controllers ControllerConfig
 	// OnLeading, if set, is told when this instance starts (true) and stops (false) leading.
 	OnLeading func(leading bool)
 }
@@ -355,7 +399,7 @@ func RunControllerManager(ctx context.Context, cfg *rest.Config, opts Controller
 					if opts.OnLeading != nil {
 						opts.OnLeading(true)
 					}
-					if err := RunControllers(lctx, cfg, log, nil, opts.SigningCA); err != nil {
+					if err := RunControllers(lctx, cfg, log, nil, opts.SigningCA, opts.Controllers); err != nil {
 						log.Error("controllers failed", "err", err)
 					}
 				},

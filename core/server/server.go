@@ -60,6 +60,8 @@ type Config struct {
 	DisableControllers bool
 	// DisableScheduler leaves scheduling to a separate scheduler.
 	DisableScheduler bool
+	// Controllers tunes individual controllers (when they run in this process).
+	Controllers ControllerConfig
 	// InitializerTimeout fails objects whose initializer does not act in time (default 30 s).
 	InitializerTimeout time.Duration
 	// PluginCeilings cap the limits of tenants' (namespaced) WasmPlugins; zero fields take
@@ -495,7 +497,7 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 	if cfg.DisableControllers {
 		ctrlCtx = WithoutControllers(ctx)
 	}
-	stopControllers, err := startControllers(ctrlCtx, inst.loopbackConfig(), sec.ca, log)
+	stopControllers, err := startControllers(ctrlCtx, inst.loopbackConfig(), sec.ca, cfg.Controllers, log)
 	if err != nil {
 		cancel()
 		<-inst.done

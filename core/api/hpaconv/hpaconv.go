@@ -151,3 +151,47 @@ func AddConversions(scheme *runtime.Scheme) error {
 	}
 	return nil
 }
+
+// DefaultBehavior fills the unset fields of b's scaling rules as autoscaling/v2's
+// defaulting does: scaling up by at most 4 pods or 100% every 15 s, whichever is more,
+// with no stabilization; scaling down by at most 100% every 15 s. The scale-down
+// stabilization window stays unset, as in Kubernetes, so the controller's own default
+// (300 s) applies. A nil b stays nil: the controller then uses its older fixed limits.
+func DefaultBehavior(b *autoscalingv2.HorizontalPodAutoscalerBehavior) {
+	if b == nil {
+		return
+	}
+	b.ScaleUp = fillRules(b.ScaleUp, autoscalingv2.HPAScalingRules{
+		StabilizationWindowSeconds: ptr.To[int32](0),
+		SelectPolicy:               ptr.To(autoscalingv2.MaxChangePolicySelect),
+		Policies: []autoscalingv2.HPAScalingPolicy{
+			{Type: autoscalingv2.PodsScalingPolicy, Value: 4, PeriodSeconds: 15},
+			{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15},
+		},
+	})
+	b.ScaleDown = fillRules(b.ScaleDown, autoscalingv2.HPAScalingRules{
+		SelectPolicy: ptr.To(autoscalingv2.MaxChangePolicySelect),
+		Policies: []autoscalingv2.HPAScalingPolicy{
+			{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15},
+		},
+	})
+}
+
+// fillRules returns def with every field set in from taken from it; a nil (not empty)
+// policy list is the only one defaulted, so that validation can refuse an empty one.
+func fillRules(from *autoscalingv2.HPAScalingRules, def autoscalingv2.HPAScalingRules) *autoscalingv2.HPAScalingRules {
+	if from == nil {
+		return &def
+	}
+	if from.SelectPolicy != nil {
+		def.SelectPolicy = from.SelectPolicy
+	}
+	if from.StabilizationWindowSeconds != nil {
+		def.StabilizationWindowSeconds = from.StabilizationWindowSeconds
+	}
+	if from.Policies != nil {
+		def.Policies = from.Policies
+	}
+	def.Tolerance = from.Tolerance
+	return &def
+}

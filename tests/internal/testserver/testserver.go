@@ -42,10 +42,11 @@ type Server struct {
 }
 
 // Start runs the whole control plane (controllers and scheduler included) in a fresh
-// t.TempDir() on a free port; it stops when the test ends.
-func Start(t testing.TB) *Server {
+// t.TempDir() on a free port; it stops when the test ends. opts adjust the configuration
+// before the server starts.
+func Start(t testing.TB, opts ...func(*server.Config)) *Server {
 	t.Helper()
-	return start(t, t.TempDir(), 0, false)
+	return start(t, t.TempDir(), 0, false, opts...)
 }
 
 // StartAPI is Start without controllers and scheduler, so that nothing but the test
