@@ -45,8 +45,8 @@ func TestMetricsServer(t *testing.T) {
 	kubeconfig := srv.KubeconfigPath()
 	cmd := exec.CommandContext(ctx, bin, "--secure-port", fmt.Sprint(port), "--bind-address", "127.0.0.1",
 		"--cert-dir", t.TempDir(), "--kubeconfig", kubeconfig, "--authentication-kubeconfig", kubeconfig,
-		"--authorization-kubeconfig", kubeconfig, "--kubelet-insecure-tls", "--kubelet-preferred-address-types", "InternalIP",
-		"--metric-resolution", "10s")
+		"--authorization-kubeconfig", kubeconfig, "--kubelet-insecure-tls", "--kubelet-preferred-address-types", "InternalIP", "--kubelet-use-node-status-port",
+		"--metric-resolution", "15s")
 	logFile, err := os.Create(filepath.Join(t.TempDir(), "metrics-server.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestMetricsServer(t *testing.T) {
 		for _, c := range as.Status.Conditions {
 			if c.Type == apiregistrationv1.Available {
 				t.Logf("Available=%s %s %s", c.Status, c.Reason, c.Message)
-				return c.Status == apiregistrationv1.ConditionTrue, nil
+				return c.Status == apiregistrationv1.ConditionTrue && c.Reason == "Passed", nil
 			}
 		}
 		return false, nil
@@ -111,6 +111,8 @@ func TestMetricsServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
 		nodes, err := mc.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Logf("node metrics: %v", err)
