@@ -35,6 +35,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -93,15 +95,26 @@ type Config struct {
 // kubernetes.Interface is one, and so is NewClient's.
 type Client = nodestatus.Client
 
-// apiClient is a Client of just the core and coordination groups.
+// apiClient is a Client of just the core and coordination groups, and the review groups
+// the kubelet API's delegated authorization asks.
 type apiClient struct {
-	core  *corev1client.CoreV1Client
-	coord *coordinationv1client.CoordinationV1Client
+	core   *corev1client.CoreV1Client
+	coord  *coordinationv1client.CoordinationV1Client
+	authn  *authenticationv1client.AuthenticationV1Client
+	authzn *authorizationv1client.AuthorizationV1Client
 }
 
 func (c apiClient) CoreV1() corev1client.CoreV1Interface { return c.core }
 
 func (c apiClient) CoordinationV1() coordinationv1client.CoordinationV1Interface { return c.coord }
+
+// AuthenticationV1 implements kubeletserver.Reviewer.
+func (c apiClient) AuthenticationV1() authenticationv1client.AuthenticationV1Interface {
+	return c.authn
+}
+
+// AuthorizationV1 implements kubeletserver.Reviewer.
+func (c apiClient) AuthorizationV1() authorizationv1client.AuthorizationV1Interface { return c.authzn }
 
 // NewClient is a Client for rc that shares one connection pool. Unlike
 // kubernetes.NewForConfig it does not link every API group's client, which keeps the
@@ -119,7 +132,26 @@ func NewClient(rc *rest.Config) (Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubelet: API client: %w", err)
 	}
-	return apiClient{core: core, coord: coord}, nil
+	authn, err := authenticationv1client.NewForConfigAndClient(rc, hc)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet: API client: %w", err)
+	}
+	authzn, err := authorizationv1client.NewForConfigAndClient(rc, hc)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet: API client: %w", err)
+	}
+	return apiClient{core: core, coord: coord, authn: authn, authzn: authzn}, nil
+}
+
+// access is whom the kubelet API serves: delegated authentication and authorization
+// when the client can ask the API server for reviews (every client wasmplane gives the
+// kubelet can), and anonymous requests only without a client CA.
+func (k *Kubelet) access() kubeletserver.Access {
+	a := kubeletserver.Access{Anonymous: k.cfg.TLS.ClientCAs == nil}
+	if r, ok := k.cfg.Client.(kubeletserver.Reviewer); ok {
+		a.Delegated = kubeletserver.NewDelegated(r, k.cfg.NodeName)
+	}
+	return a
 }
 
 // Kubelet runs pods bound to one node.
@@ -298,7 +330,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		return nil
 	}
 	wg.Go(func() {
-		if err := kubeletserver.Serve(ctx, ln, k.cfg.TLS, kubeletserver.Handler(k, k.log), k.log); err != nil {
+		if err := kubeletserver.Serve(ctx, ln, k.cfg.TLS, kubeletserver.Handler(k, k.log, k.access()), k.log); err != nil {
 			k.log.Error("kubelet server stopped", "err", err)
 		}
 	})

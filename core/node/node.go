@@ -6,6 +6,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"os"
@@ -121,6 +122,12 @@ func Start(ctx context.Context, cfg Config) (stop func(), err error) {
 	tlsConfig, err := kubeletserver.TLSConfig(certFile, keyFile, cfg.KubeletTLS.ClientCAFile)
 	if err != nil {
 		return fail(err)
+	}
+	if tlsConfig.ClientCAs != nil {
+		// A client without a certificate may still come in with a bearer token, which
+		// the kubelet's delegated authentication reviews (a bad certificate is still
+		// refused in the handshake).
+		tlsConfig.ClientAuth = tls.VerifyClientCertIfGiven
 	}
 	rc := rest.CopyConfig(cfg.RESTConfig)
 	if rc.UserAgent == "" {

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
@@ -125,8 +126,14 @@ func execAuthorization(t *testing.T, e *env) {
 		defer cancel()
 		return ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: io.Discard})
 	}
-	if err := stream(); err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("WebSocket exec with only get: %v, want %q", err, want)
+	// The Role reaches the authorizer's cache a moment after it is created: until then
+	// the GET itself is refused ("cannot get").
+	var last error
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		last = stream()
+		return last != nil && strings.Contains(last.Error(), want), nil
+	}); err != nil {
+		t.Errorf("WebSocket exec with only get: %v, want %q", last, want)
 	}
 	role, err := rbac.Roles("default").Get(ctx, "exec-get", metav1.GetOptions{})
 	if err != nil {

@@ -66,10 +66,12 @@ func (c *Controller) act(ctx context.Context, job *batchv1.Job, r result) error 
 	if !apiequality.Semantic.DeepEqual(job.Status, r.status) {
 		j := job.DeepCopy()
 		j.Status = r.status
-		if _, err := c.client.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, j, metav1.UpdateOptions{}); err != nil {
+		updated, err := c.client.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, j, metav1.UpdateOptions{})
+		if err != nil {
 			// Without the stored uncounted list no finalizer may go.
 			return errors.Join(append(errs, fmt.Errorf("updating status of Job %s: %w", key, err))...)
 		}
+		c.wrote(key, updated)
 	}
 	if _, err := c.removeFinalizers(ctx, r.release); err != nil {
 		errs = append(errs, err)

@@ -10,6 +10,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/controller/internal/worker"
@@ -74,6 +76,12 @@ type Controller struct {
 	recorder     record.EventRecorder
 	clock        clock.Clock
 	backoff      time.Duration
+	// written is, per Job, the resourceVersion of the last status this controller wrote.
+	// Finalizers of counted pods go right after that write, so a Job read from the cache
+	// before the write shows up would miss those pods and start replacements: such a
+	// stale Job waits.
+	writtenMu sync.Mutex
+	written   map[string]uint64
 }
 
 // New returns a Job controller fed by factory's Job and Pod informers.
@@ -102,6 +110,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, o
 		recorder:     opts.Recorder,
 		clock:        opts.Clock,
 		backoff:      opts.Backoff,
+		written:      map[string]uint64{},
 	}
 	if _, err := jobInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueJob,
@@ -187,6 +196,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	job, err := c.jobLister.Jobs(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.expectations.Delete(key)
+		c.forgetWritten(key)
 		return 0, c.releaseOrphans(ctx, ns, name, nil)
 	}
 	if err != nil {
@@ -194,6 +204,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	if !c.expectations.Satisfied(key) {
 		return 0, nil // a pod event for our own write will requeue the Job
+	}
+	if c.stale(key, job) {
+		return staleRequeue, nil // the Job's update event requeues it sooner
 	}
 	pods, err := c.podsOf(job)
 	if err != nil {
@@ -204,6 +217,38 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	r := c.reconcile(job, pods)
 	return r.requeueAfter, c.act(ctx, job, r)
+}
+
+// staleRequeue is when a Job read from a cache behind this controller's own status write
+// is looked at again, should its update event not come first.
+const staleRequeue = 100 * time.Millisecond
+
+// stale reports whether job, from the cache, predates the last status written for it.
+func (c *Controller) stale(key string, job *batchv1.Job) bool {
+	rv, err := strconv.ParseUint(job.ResourceVersion, 10, 64)
+	if err != nil {
+		return false
+	}
+	c.writtenMu.Lock()
+	defer c.writtenMu.Unlock()
+	return rv < c.written[key]
+}
+
+// wrote records the resourceVersion of a status write.
+func (c *Controller) wrote(key string, job *batchv1.Job) {
+	rv, err := strconv.ParseUint(job.ResourceVersion, 10, 64)
+	if err != nil {
+		return
+	}
+	c.writtenMu.Lock()
+	defer c.writtenMu.Unlock()
+	c.written[key] = max(c.written[key], rv)
+}
+
+func (c *Controller) forgetWritten(key string) {
+	c.writtenMu.Lock()
+	defer c.writtenMu.Unlock()
+	delete(c.written, key)
 }
 
 // podsOf returns the pods job controls.

@@ -353,3 +353,23 @@ func TestIndexes(t *testing.T) {
 		}
 	}
 }
+
+func TestStaleJob(t *testing.T) {
+	c := &Controller{written: map[string]uint64{}}
+	job := func(rv string) *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j", ResourceVersion: rv}}
+	}
+	c.wrote("ns/j", job("10"))
+	for _, tc := range []struct {
+		rv    string
+		stale bool
+	}{{"9", true}, {"10", false}, {"11", false}, {"", false}} {
+		if got := c.stale("ns/j", job(tc.rv)); got != tc.stale {
+			t.Errorf("resourceVersion %q: stale %v, want %v", tc.rv, got, tc.stale)
+		}
+	}
+	c.forgetWritten("ns/j")
+	if c.stale("ns/j", job("9")) {
+		t.Error("a forgotten Job is still stale")
+	}
+}

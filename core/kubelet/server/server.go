@@ -59,31 +59,32 @@ type LogSource interface {
 
 // Handler serves the kubelet API; when src is also a Streamer, /exec, /attach and
 // /portForward too, and when it is a StatsSource, /stats/summary and /metrics/resource.
-func Handler(src LogSource, log *slog.Logger) http.Handler {
+// acc says whom it serves besides the API server's client.
+func Handler(src LogSource, log *slog.Logger, acc Access) http.Handler {
 	if log == nil {
 		log = slog.Default()
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", func(w http.ResponseWriter, req *http.Request) {
-		if !authorized(req) {
-			writeErr(w, &Error{Code: http.StatusForbidden, Message: fmt.Sprintf("forbidden: %s may not read container logs on this node (only the API server's kubelet client, group %s)", clientName(req), MastersGroup)})
+		if err := acc.check(req, "read container logs"); err != nil {
+			writeErr(w, err)
 			return
 		}
 		serveLogs(w, req, src, log)
 	})
 	if st, ok := src.(Streamer); ok {
-		registerStreams(mux, st, log)
+		registerStreams(mux, st, log, acc)
 	}
 	if st, ok := src.(StatsSource); ok {
-		registerStats(mux, st, log)
+		registerStats(mux, st, log, acc)
 	}
 	// Profiles, as the kubelet's enableProfilingHandler serves them: they show where
 	// the node agent's CPU and memory go, and only the API server's client may read them.
 	profile := func(h http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, req *http.Request) {
-			if !authorized(req) {
-				writeErr(w, &Error{Code: http.StatusForbidden, Message: fmt.Sprintf("forbidden: %s may not read profiles on this node (only group %s)", clientName(req), MastersGroup)})
+			if err := acc.check(req, "read profiles"); err != nil {
+				writeErr(w, err)
 				return
 			}
 			h(w, req)
@@ -101,14 +102,39 @@ func Handler(src LogSource, log *slog.Logger) http.Handler {
 // through the API server, where RBAC on pods/log applies.
 const MastersGroup = "system:masters"
 
-// authorized reports whether req's verified client certificate is in MastersGroup. A
-// server without a client CA sees no certificates and serves everyone, as a kubelet
-// with anonymous auth does; wasmplane always configures one.
-func authorized(req *http.Request) bool {
-	if req.TLS == nil || len(req.TLS.PeerCertificates) == 0 {
-		return true
+// Access is whom the kubelet API serves besides the API server's client (a verified
+// certificate in MastersGroup, always served).
+type Access struct {
+	// Delegated reviews bearer tokens and other clients' certificates; nil refuses them.
+	Delegated *Delegated
+	// Anonymous serves requests that bring no credentials, as a kubelet with anonymous
+	// auth does; a kubelet without a client CA sees no certificates, so its API server's
+	// requests are anonymous too. wasmplane's nodes always have a client CA.
+	Anonymous bool
+}
+
+// check returns nil when req may go on, else the 401 or 403 to answer.
+func (a Access) check(req *http.Request, what string) *Error {
+	if req.TLS == nil {
+		return nil
 	}
-	return len(req.TLS.VerifiedChains) > 0 && slices.Contains(req.TLS.PeerCertificates[0].Subject.Organization, MastersGroup)
+	cert := len(req.TLS.PeerCertificates) > 0
+	if cert && len(req.TLS.VerifiedChains) > 0 && slices.Contains(req.TLS.PeerCertificates[0].Subject.Organization, MastersGroup) {
+		return nil
+	}
+	if !cert && req.Header.Get("Authorization") == "" {
+		if a.Anonymous {
+			return nil
+		}
+		return &Error{Code: http.StatusUnauthorized, Message: "Unauthorized"}
+	}
+	if a.Delegated != nil {
+		return a.Delegated.decide(req)
+	}
+	if !cert {
+		return &Error{Code: http.StatusUnauthorized, Message: "Unauthorized"}
+	}
+	return &Error{Code: http.StatusForbidden, Message: fmt.Sprintf("forbidden: %s may not %s on this node (only the API server's kubelet client, group %s)", clientName(req), what, MastersGroup)}
 }
 
 // clientName names req's client for errors.

@@ -144,7 +144,7 @@ func TestServeLogsOverTLSWithClientCA(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, ln, cfg, Handler(fakeSource{path: logFile}, slog.New(slog.NewTextHandler(io.Discard, nil))), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		done <- Serve(ctx, ln, cfg, Handler(fakeSource{path: logFile}, slog.New(slog.NewTextHandler(io.Discard, nil)), Access{Anonymous: true}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	defer func() { cancel(); <-done }()
 	serverPEM, _ := os.ReadFile(certFile)

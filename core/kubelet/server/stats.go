@@ -20,11 +20,11 @@ type StatsSource interface {
 // registerStats adds /stats/summary and /metrics/resource. Like the kubelet's, both are
 // for the API server's client only (the kubelet asks for nodes/stats and nodes/metrics;
 // here the kubelet-client certificate's group stands for both, as for logs).
-func registerStats(mux *http.ServeMux, src StatsSource, log *slog.Logger) {
+func registerStats(mux *http.ServeMux, src StatsSource, log *slog.Logger, acc Access) {
 	guard := func(what string, h http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, req *http.Request) {
-			if !authorized(req) {
-				writeErr(w, &Error{Code: http.StatusForbidden, Message: fmt.Sprintf("forbidden: %s may not read %s on this node (only group %s)", clientName(req), what, MastersGroup)})
+			if err := acc.check(req, "read "+what); err != nil {
+				writeErr(w, err)
 				return
 			}
 			h(w, req)

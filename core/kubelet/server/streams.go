@@ -53,11 +53,11 @@ func streamOptions(q url.Values) (StreamOptions, error) {
 
 // registerStreams adds /exec, /attach and /portForward; each proxies the client's
 // upgraded connection to the URL the runtime gives.
-func registerStreams(mux *http.ServeMux, st Streamer, log *slog.Logger) {
+func registerStreams(mux *http.ServeMux, st Streamer, log *slog.Logger, acc Access) {
 	guard := func(what string, h func(w http.ResponseWriter, req *http.Request) (*url.URL, error)) http.HandlerFunc {
 		return func(w http.ResponseWriter, req *http.Request) {
-			if !authorized(req) {
-				writeStreamErr(w, &Error{Code: http.StatusForbidden, Message: fmt.Sprintf("forbidden: %s may not %s on this node (only group %s)", clientName(req), what, MastersGroup)})
+			if err := acc.check(req, what); err != nil {
+				writeStreamErr(w, err)
 				return
 			}
 			u, err := h(w, req)

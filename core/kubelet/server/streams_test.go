@@ -72,7 +72,7 @@ func TestStreamHandlers(t *testing.T) {
 	ru, _ := url.Parse(rt.URL)
 	fs := &fakeStreamer{srv: streaming.NewServer(argvRuntime{}, *ru, slog.New(slog.DiscardHandler))}
 	rt.Config.Handler = fs.srv.Handler()
-	kl := httptest.NewServer(Handler(fs, slog.New(slog.DiscardHandler)))
+	kl := httptest.NewServer(Handler(fs, slog.New(slog.DiscardHandler), Access{Anonymous: true}))
 	t.Cleanup(kl.Close)
 
 	for _, tc := range []struct {

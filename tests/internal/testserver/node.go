@@ -45,9 +45,15 @@ func StartNamedWASINode(t testing.TB, s *Server, name string, modules map[string
 			t.Fatalf("importing %s: %v", name, err)
 		}
 	}
+	// The kubelet trusts client certificates of the cluster CA, as `up` and agents set it up.
+	caFile := filepath.Join(root, "ca.crt")
+	if err := os.WriteFile(caFile, s.CA(), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	stop, err := server.StartNode(context.Background(), server.NodeConfig{RESTConfig: s.Config(false), NodeName: name,
 		RootDir: filepath.Join(root, "node"), RuntimeEndpoint: rt.Endpoint(), Port: -1, Logger: Logger(),
-		Tune: func(c *kubelet.Config) { c.ResyncPeriod, c.StatusUpdateFrequency = 2*time.Second, time.Second }})
+		KubeletTLS: server.KubeletTLS{ClientCAFile: caFile},
+		Tune:       func(c *kubelet.Config) { c.ResyncPeriod, c.StatusUpdateFrequency = 2*time.Second, time.Second }})
 	if err != nil {
 		t.Fatalf("starting the kubelet: %v", err)
 	}
