@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 )
 
 // ephemeralStatus is the status of the pod's ephemeral container name, nil until the
@@ -33,12 +34,19 @@ func terminated(name string) func(*corev1.Pod) bool {
 
 // addEphemeral adds ec to the pod through pods/ephemeralcontainers, as client-go does.
 func (e *env) addEphemeral(pod string, ec corev1.EphemeralContainer) (*corev1.Pod, error) {
-	p, err := e.cs.CoreV1().Pods("default").Get(context.Background(), pod, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, ec)
-	return e.cs.CoreV1().Pods("default").UpdateEphemeralContainers(context.Background(), pod, p, metav1.UpdateOptions{})
+	var out *corev1.Pod
+	// The kubelet writes the pod's status meanwhile: an update from a read just before
+	// may conflict, as in Kubernetes; read again and retry.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := e.cs.CoreV1().Pods("default").Get(context.Background(), pod, metav1.GetOptions{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, ec)
+		out, err = e.cs.CoreV1().Pods("default").UpdateEphemeralContainers(context.Background(), pod, p, metav1.UpdateOptions{})
+		return err
+	})
+	return out, err
 }
 
 // wantInvalid checks that err is a 422 with a cause on field.
@@ -124,14 +132,32 @@ func TestEphemeralContainers(t *testing.T) {
 		return seen["Created"] && seen["Started"], nil
 	})
 
-	// Changed or removed: refused, through the subresource and through the pod.
-	p.Spec.EphemeralContainers[0].Image = "counter:latest"
-	_, err = e.cs.CoreV1().Pods("default").UpdateEphemeralContainers(context.Background(), "box", p, metav1.UpdateOptions{})
+	// Changed or removed: refused, through the subresource and through the pod. Each
+	// write starts from a fresh read (the kubelet writes status meanwhile).
+	pods := e.cs.CoreV1().Pods("default")
+	write := func(change func(*corev1.Pod), update func(*corev1.Pod) error) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p, err := pods.Get(context.Background(), "box", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			change(p)
+			return update(p)
+		})
+	}
+	viaSubresource := func(p *corev1.Pod) error {
+		_, err := pods.UpdateEphemeralContainers(context.Background(), "box", p, metav1.UpdateOptions{})
+		return err
+	}
+	err = write(func(p *corev1.Pod) { p.Spec.EphemeralContainers[0].Image = "counter:latest" }, viaSubresource)
 	wantInvalid(t, "changing an ephemeral container", err, "spec.ephemeralContainers[dbg]", `existing ephemeral containers "dbg" may not be changed`)
-	p.Spec.EphemeralContainers = p.Spec.EphemeralContainers[1:]
-	_, err = e.cs.CoreV1().Pods("default").UpdateEphemeralContainers(context.Background(), "box", p, metav1.UpdateOptions{})
+	drop := func(p *corev1.Pod) { p.Spec.EphemeralContainers = p.Spec.EphemeralContainers[1:] }
+	err = write(drop, viaSubresource)
 	wantInvalid(t, "removing an ephemeral container", err, "spec.ephemeralContainers", `existing ephemeral containers "dbg" may not be removed`)
-	_, err = e.cs.CoreV1().Pods("default").Update(context.Background(), p, metav1.UpdateOptions{})
+	err = write(drop, func(p *corev1.Pod) error {
+		_, err := pods.Update(context.Background(), p, metav1.UpdateOptions{})
+		return err
+	})
 	wantInvalid(t, "removing one by a pod update", err, "spec", "pod updates may not change fields")
 
 	// The real kubectl debug: non-interactive then logs, with a target.
