@@ -1,0 +1,281 @@
+// Command crd measures custom resources on wasmplane and on the real kube-apiserver
+// v1.37.2 + etcd side by side, in one run: creates/s of a custom object whose schema
+// has 20 fields and 5 CEL rules, with 32 clients, beside ConfigMap creates/s of the same
+// size on the same server; then, with 200 CRDs installed, how long discovery takes (all
+// resources, aggregated) and how soon CRD number 201 is Established.
+//
+//	go run ./tests/bench/crd -peers /work/peers
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/wasmplane/wasmplane/tests/internal/peers"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+type options struct {
+	peersDir, only, bin string
+	creates, workers    int
+	rounds, crds        int
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.peersDir, "peers", peers.DefaultDir(), "directory holding etcd and kube-apiserver v1.37.2")
+	flag.StringVar(&o.only, "only", "", "run one side only: wasmplane or kube-apiserver")
+	flag.StringVar(&o.bin, "wasmplane-bin", "", "run this wasmplane binary instead of building ./cmd/wasmplane")
+	flag.IntVar(&o.creates, "creates", 2000, "objects created per kind, server and round")
+	flag.IntVar(&o.workers, "workers", 32, "parallel clients")
+	flag.IntVar(&o.rounds, "rounds", 2, "rounds (kinds and servers take turns in each)")
+	flag.IntVar(&o.crds, "crds", 200, "CRDs installed before the discovery figures (0 skips them)")
+	flag.Parse()
+	if err := run(context.Background(), o); err != nil {
+		slog.Error("benchmark failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+type server struct {
+	name string
+	cp   *peers.ControlPlane
+	cfg  *rest.Config
+	cs   kubernetes.Interface
+	ext  apiextensionsclient.Interface
+	dyn  dynamic.Interface
+	// per kind: objects created and time spent, over all rounds
+	created map[string]int
+	elapsed map[string]time.Duration
+	// discovery figures
+	discovery, established time.Duration
+}
+
+func run(ctx context.Context, o options) error {
+	work, err := os.MkdirTemp("", "wasmplane-crd-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	for _, d := range []string{"kube", "wasmplane"} {
+		if err := os.MkdirAll(filepath.Join(work, d), 0o755); err != nil {
+			return err
+		}
+	}
+	var servers []*server
+	if o.only != "wasmplane" {
+		cp, err := peers.Start(ctx, peers.Options{Dir: o.peersDir, WorkDir: filepath.Join(work, "kube")})
+		if err != nil {
+			return fmt.Errorf("starting kube-apiserver: %w", err)
+		}
+		defer cp.Stop()
+		servers = append(servers, &server{name: "kube-apiserver", cp: cp})
+	}
+	if o.only != "kube-apiserver" {
+		cp, err := peers.StartWasmplane(ctx, o.bin, filepath.Join(work, "wasmplane"), "--disable-kubelet", "--disable-scheduler", "--disable-controllers")
+		if err != nil {
+			return fmt.Errorf("starting wasmplane: %w", err)
+		}
+		defer cp.Stop()
+		servers = append(servers, &server{name: "wasmplane", cp: cp})
+	}
+	for _, s := range servers {
+		if s.cfg, err = s.cp.RESTConfig(); err != nil {
+			return err
+		}
+		s.cfg.QPS, s.cfg.Burst = -1, 0 // the server is measured, not client-side throttling
+		if s.cs, err = kubernetes.NewForConfig(s.cfg); err != nil {
+			return err
+		}
+		if s.ext, err = apiextensionsclient.NewForConfig(s.cfg); err != nil {
+			return err
+		}
+		if s.dyn, err = dynamic.NewForConfig(s.cfg); err != nil {
+			return err
+		}
+		s.created, s.elapsed = map[string]int{}, map[string]time.Duration{}
+		if err := establish(ctx, s, benchCRD("gizmos", "Gizmo", "bench.example.com", true)); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	for round := range o.rounds {
+		for _, s := range servers {
+			for _, kind := range []string{"custom object", "ConfigMap"} {
+				n, d, err := creates(ctx, s, kind, fmt.Sprintf("r%d", round), o)
+				if err != nil {
+					return fmt.Errorf("%s %s round %d: %w", s.name, kind, round+1, err)
+				}
+				s.created[kind] += n
+				s.elapsed[kind] += d
+			}
+		}
+	}
+	if o.crds > 0 {
+		for _, s := range servers {
+			if err := discoveryFigures(ctx, s, o.crds); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+		}
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "server\tcustom objects/s\tConfigMaps/s\tcustom/ConfigMap\tdiscovery with %d CRDs\tCRD %d Established\n", o.crds, o.crds+1)
+	for _, s := range servers {
+		rate := func(k string) float64 { return float64(s.created[k]) / s.elapsed[k].Seconds() }
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f\t%v\t%v\n", s.name, rate("custom object"), rate("ConfigMap"),
+			rate("custom object")/rate("ConfigMap"), s.discovery.Round(time.Millisecond), s.established.Round(time.Millisecond))
+	}
+	return tw.Flush()
+}
+
+// benchCRD is a namespaced CRD whose spec has 20 fields and, when rules is set, 5 CEL
+// rules over them.
+func benchCRD(plural, kind, group string, rules bool) *apiextensionsv1.CustomResourceDefinition {
+	props := map[string]apiextensionsv1.JSONSchemaProps{}
+	for i := 1; i <= 10; i++ {
+		props[fmt.Sprintf("s%02d", i)] = apiextensionsv1.JSONSchemaProps{Type: "string", MaxLength: ptrTo[int64](64)}
+		props[fmt.Sprintf("n%02d", i)] = apiextensionsv1.JSONSchemaProps{Type: "integer", Minimum: ptrTo[float64](0)}
+	}
+	spec := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: props}
+	if rules {
+		spec.XValidations = apiextensionsv1.ValidationRules{
+			{Rule: "self.n01 <= self.n02", Message: "n01 must not exceed n02"},
+			{Rule: "self.s01 != 'forbidden'"},
+			{Rule: "!has(self.s02) || self.s02.startsWith('g')"},
+			{Rule: "self.n03 + self.n04 < 1000000"},
+			{Rule: "size(self.s03) <= 32"},
+		}
+	}
+	return &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: kind},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": spec}, Required: []string{"spec"}}}}}}}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// establish creates crd and waits until it is Established.
+func establish(ctx context.Context, s *server, crd *apiextensionsv1.CustomResourceDefinition) error {
+	if _, err := s.ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := s.ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// creates makes o.creates objects of kind with o.workers clients and returns how many
+// and how long it took.
+func creates(ctx context.Context, s *server, kind, prefix string, o options) (int, time.Duration, error) {
+	gizmos := s.dyn.Resource(schema.GroupVersionResource{Group: "bench.example.com", Version: "v1", Resource: "gizmos"}).Namespace("default")
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range o.workers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(o.creates) {
+					return
+				}
+				name := fmt.Sprintf("%s-%d", prefix, i)
+				var err error
+				if kind == "ConfigMap" {
+					data := map[string]string{}
+					for f := 1; f <= 10; f++ {
+						data[fmt.Sprintf("s%02d", f)] = "gadget-value"
+						data[fmt.Sprintf("n%02d", f)] = fmt.Sprint(f)
+					}
+					_, err = s.cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}, metav1.CreateOptions{})
+				} else {
+					spec := map[string]any{}
+					for f := 1; f <= 10; f++ {
+						spec[fmt.Sprintf("s%02d", f)] = "gadget-value"
+						spec[fmt.Sprintf("n%02d", f)] = int64(f)
+					}
+					obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "bench.example.com/v1", "kind": "Gizmo",
+						"metadata": map[string]any{"name": name}, "spec": spec}}
+					_, err = gizmos.Create(ctx, obj, metav1.CreateOptions{})
+				}
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return o.creates, time.Since(start), firstErr
+}
+
+// discoveryFigures installs n CRDs (without rules: their cost is the serving), then
+// times a full discovery (what kubectl api-resources reads) and the Establishing of one
+// more CRD.
+func discoveryFigures(ctx context.Context, s *server, n int) error {
+	for i := range n {
+		crd := benchCRD(fmt.Sprintf("things%03d", i), fmt.Sprintf("Thing%03d", i), fmt.Sprintf("g%03d.bench.example.com", i), false)
+		if _, err := s.ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating CRD %d: %w", i, err)
+		}
+	}
+	// Wait until discovery shows them all, then time a fresh client's full discovery.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+		dc, err := discovery.NewDiscoveryClientForConfig(s.cfg)
+		if err != nil {
+			return false, err
+		}
+		groups, err := dc.ServerGroups()
+		if err != nil {
+			return false, nil
+		}
+		return len(groups.Groups) >= n, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %d CRDs in discovery: %w", n, err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(s.cfg)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if _, _, err := dc.ServerGroupsAndResources(); err != nil {
+		return fmt.Errorf("discovery: %w", err)
+	}
+	s.discovery = time.Since(start)
+	start = time.Now()
+	if err := establish(ctx, s, benchCRD("lastthings", "LastThing", "last.bench.example.com", false)); err != nil {
+		return err
+	}
+	s.established = time.Since(start)
+	return nil
+}
