@@ -8,12 +8,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 )
@@ -30,8 +30,8 @@ const (
 	tokenTTL   = 2 * time.Minute
 	allowedTTL = 5 * time.Minute
 	deniedTTL  = 30 * time.Second
-	// maxCached bounds each cache; a full cache is emptied (a flood of distinct tokens
-	// costs reviews, never memory).
+	// maxCached bounds each cache (least recently used entries go first: a flood of
+	// distinct tokens costs reviews, never memory).
 	maxCached = 4096
 	// reviewTimeout bounds one TokenReview or SubjectAccessReview.
 	reviewTimeout = 10 * time.Second
@@ -45,26 +45,19 @@ const (
 type Delegated struct {
 	reviews Reviewer
 	node    string
-	mu      sync.Mutex
-	users   map[string]cachedUser
-	allowed map[string]cachedDecision
+	// users caches TokenReviews by token hash (cachedUser), decisions SubjectAccessReviews
+	// by user, verb and subresource (bool).
+	users, decisions *utilcache.LRUExpireCache
 }
 
 type cachedUser struct {
-	user    authenticationv1.UserInfo
-	ok      bool
-	expires time.Time
-}
-
-type cachedDecision struct {
-	allowed bool
-	reason  string
-	expires time.Time
+	user authenticationv1.UserInfo
+	ok   bool
 }
 
 // NewDelegated decides requests to node's kubelet through r.
 func NewDelegated(r Reviewer, node string) *Delegated {
-	return &Delegated{reviews: r, node: node, users: map[string]cachedUser{}, allowed: map[string]cachedDecision{}}
+	return &Delegated{reviews: r, node: node, users: utilcache.NewLRUExpireCache(maxCached), decisions: utilcache.NewLRUExpireCache(maxCached)}
 }
 
 // subresourceOf maps a kubelet path to the nodes subresource that guards it, as the
@@ -102,11 +95,8 @@ func (d *Delegated) decide(req *http.Request) *Error {
 	}
 	verb, sub := verbOf(req.Method), subresourceOf(req.URL.Path)
 	key := strings.Join([]string{user.Username, user.UID, strings.Join(user.Groups, ","), verb, sub}, "|")
-	now := time.Now()
-	d.mu.Lock()
-	c, ok := d.allowed[key]
-	d.mu.Unlock()
-	if !ok || now.After(c.expires) {
+	allowed, found := d.decisions.Get(key)
+	if !found {
 		ctx, cancel := context.WithTimeout(req.Context(), reviewTimeout)
 		defer cancel()
 		extra := map[string]authorizationv1.ExtraValue{}
@@ -124,15 +114,10 @@ func (d *Delegated) decide(req *http.Request) *Error {
 		if sar.Status.Allowed {
 			ttl = allowedTTL
 		}
-		c = cachedDecision{allowed: sar.Status.Allowed, reason: sar.Status.Reason, expires: now.Add(ttl)}
-		d.mu.Lock()
-		if len(d.allowed) >= maxCached {
-			clear(d.allowed)
-		}
-		d.allowed[key] = c
-		d.mu.Unlock()
+		allowed = sar.Status.Allowed
+		d.decisions.Add(key, allowed, ttl)
 	}
-	if !c.allowed {
+	if !allowed.(bool) {
 		// The kubelet's wording.
 		return &Error{Code: http.StatusForbidden, Message: fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=%s)", user.Username, verb, sub)}
 	}
@@ -153,11 +138,8 @@ func (d *Delegated) authenticate(req *http.Request) (authenticationv1.UserInfo, 
 	}
 	sum := sha256.Sum256([]byte(token))
 	key := hex.EncodeToString(sum[:])
-	now := time.Now()
-	d.mu.Lock()
-	c, found := d.users[key]
-	d.mu.Unlock()
-	if !found || now.After(c.expires) {
+	cached, found := d.users.Get(key)
+	if !found {
 		ctx, cancel := context.WithTimeout(req.Context(), reviewTimeout)
 		defer cancel()
 		tr, err := d.reviews.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
@@ -165,14 +147,10 @@ func (d *Delegated) authenticate(req *http.Request) (authenticationv1.UserInfo, 
 		if err != nil {
 			return authenticationv1.UserInfo{}, &Error{Code: http.StatusInternalServerError, Message: fmt.Sprintf("authentication error: %v", err)}
 		}
-		c = cachedUser{user: tr.Status.User, ok: tr.Status.Authenticated, expires: now.Add(tokenTTL)}
-		d.mu.Lock()
-		if len(d.users) >= maxCached {
-			clear(d.users)
-		}
-		d.users[key] = c
-		d.mu.Unlock()
+		cached = cachedUser{user: tr.Status.User, ok: tr.Status.Authenticated}
+		d.users.Add(key, cached, tokenTTL)
 	}
+	c := cached.(cachedUser)
 	if !c.ok {
 		return authenticationv1.UserInfo{}, &Error{Code: http.StatusUnauthorized, Message: "Unauthorized"}
 	}
