@@ -23,6 +23,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -106,7 +107,7 @@ func (a *Aggregator) SetAPIServices(services []*apiregistrationv1.APIService) {
 			continue
 		}
 		gv := schema.GroupVersion{Group: as.Spec.Group, Version: as.Spec.Version}
-		if old := a.targets[gv]; old != nil && old.name == as.Name && specEqual(old.spec, as.Spec) {
+		if old := a.targets[gv]; old != nil && old.name == as.Name && equality.Semantic.DeepEqual(old.spec, as.Spec) {
 			next[gv] = old
 			continue
 		}
@@ -136,12 +137,6 @@ func (a *Aggregator) SetAPIServices(services []*apiregistrationv1.APIService) {
 	if changed {
 		a.gen++
 	}
-}
-
-func specEqual(a, b apiregistrationv1.APIServiceSpec) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
 }
 
 // newTransport builds the TLS client an APIService calls for: its caBundle (or no
@@ -248,7 +243,7 @@ func (a *Aggregator) Check(ctx context.Context) bool {
 		}
 		r.t.condition = r.cond
 		if r.res != nil || r.cond.Status != apiregistrationv1.ConditionTrue {
-			if !resourcesEqual(r.t.resources, r.res) {
+			if !equality.Semantic.DeepEqual(r.t.resources, r.res) {
 				changed = true
 				a.gen++
 			}
@@ -256,15 +251,6 @@ func (a *Aggregator) Check(ctx context.Context) bool {
 		}
 	}
 	return changed
-}
-
-func resourcesEqual(a, b *metav1.APIResourceList) bool {
-	if (a == nil) != (b == nil) {
-		return false
-	}
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
 }
 
 // check resolves t's Service and asks its server for gv's discovery document, as
