@@ -20,6 +20,7 @@ const defaultRuntimeRoot = ".wasmplane/node/runtime"
 // newRuntime is `wasmplane runtime`: the built-in WASI CRI runtime alone.
 func newRuntime() *cobra.Command {
 	var listen, root, logLevel string
+	var maxRunning int
 	cmd := &cobra.Command{
 		Use:   "runtime",
 		Short: "Serve the built-in CRI runtime (containers are WASI modules) on a unix socket",
@@ -35,7 +36,7 @@ func newRuntime() *cobra.Command {
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			srv, err := wasi.Serve(ctx, wasi.Config{Socket: listen, RootDir: root, Logger: log})
+			srv, err := wasi.Serve(ctx, wasi.Config{Socket: listen, RootDir: root, Logger: log, MaxRunningContainers: maxRunning})
 			if err != nil {
 				return err
 			}
@@ -49,5 +50,6 @@ func newRuntime() *cobra.Command {
 	f.StringVar(&listen, "listen", "unix:///run/wasmplane/cri.sock", "CRI endpoint to serve (unix:///path or a path)")
 	f.StringVar(&root, "root", defaultRuntimeRoot, "state directory: images, sandboxes, containers, compilation cache")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.IntVar(&maxRunning, "max-running-containers", 0, "containers running guest code at once, so that spinning ones leave the runtime a CPU (0: GOMAXPROCS − 1, at least 1)")
 	return cmd
 }

@@ -83,12 +83,13 @@ func (in *instance) checkpoint(mod api.Module) {
 
 // InstantiateCheckpoint gives rt the host function that modules rewritten by Instrument
 // import, for runtimes other than the plugin host's (the kubelet's WASI runtime): it
-// refills the guest's fuel, yields the P, and ends the guest with
-// sys.ExitCodeContextCanceled once the context of its call is done. The guest's
-// goroutine thus comes back into Go (where the scheduler and the garbage collector can
-// stop it) at least every fuelQuantum function entries and loop iterations, whether it
+// refills the guest's fuel, calls yield with the context of the guest's call (nil means
+// runtime.Gosched), and ends the guest with sys.ExitCodeContextCanceled once that
+// context is done or yield fails. The guest's goroutine thus comes back into Go (where
+// the scheduler and the garbage collector can stop it, and yield can make it wait its
+// turn) at least every fuelQuantum function entries and loop iterations, whether it
 // loops or only recurses.
-func InstantiateCheckpoint(ctx context.Context, rt wazero.Runtime) error {
+func InstantiateCheckpoint(ctx context.Context, rt wazero.Runtime, yield func(context.Context) error) error {
 	_, err := rt.NewHostModuleBuilder(abi.HostModule).
 		NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, _ []uint64) {
@@ -98,7 +99,11 @@ func InstantiateCheckpoint(ctx context.Context, rt wazero.Runtime) error {
 			if ctx.Err() != nil {
 				panic(sys.NewExitError(sys.ExitCodeContextCanceled))
 			}
-			runtime.Gosched()
+			if yield == nil {
+				runtime.Gosched()
+			} else if yield(ctx) != nil {
+				panic(sys.NewExitError(sys.ExitCodeContextCanceled))
+			}
 		}), nil, nil).
 		Export(checkpointImport).
 		Instantiate(ctx)

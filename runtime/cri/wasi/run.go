@@ -412,7 +412,9 @@ func (s *Server) runGuestLocked(c *container, g *guest) *proc {
 		// its CPU clock counts this guest alone.
 		runtime.LockOSThread()
 		p.cpu.start()
-		_, err := g.mod.ExportedFunction("_start").Call(g.ctx)
+		t := s.gate.newTurn()
+		_, err := g.mod.ExportedFunction("_start").Call(withTurn(g.ctx, t))
+		t.leave()
 		p.cpu.stop()
 		res := classify(err, p.killed.Load(), p.mem)
 		_ = g.mod.Close(context.Background())
@@ -506,7 +508,9 @@ func (s *Server) runExec(ctx context.Context, rec containerRecord, g guestSpec, 
 		_ = mod.Close(context.Background())
 		g.mem.release()
 	}()
-	_, cerr := mod.ExportedFunction("_start").Call(ctx)
+	t := s.gate.newTurn()
+	_, cerr := mod.ExportedFunction("_start").Call(withTurn(ctx, t))
+	t.leave()
 	if timedOut.Load() {
 		return 0, errExecTimeout
 	}

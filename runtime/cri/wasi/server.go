@@ -49,6 +49,9 @@ type Config struct {
 	Socket  string       // unix socket path to listen on
 	RootDir string       // images, sandboxes, container scratch dirs, state
 	Logger  *slog.Logger // nil means slog.Default()
+	// MaxRunningContainers bounds the containers (and execs) running guest code at once,
+	// so that spinning guests leave the node agent a P; 0 means GOMAXPROCS − 1, at least 1.
+	MaxRunningContainers int
 }
 
 // Server is a running CRI server.
@@ -71,6 +74,9 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // guests and the gRPC serve loop
+
+	// gate bounds the guests running guest code at once (gate.go).
+	gate *gate
 
 	compileMu sync.Mutex
 	compiled  map[string]*compiledModule // by image id
@@ -151,6 +157,7 @@ func serve(ctx context.Context, cfg Config, cacheDir string) (*Server, error) {
 		rt:         wazero.NewRuntimeWithConfig(sctx, rc),
 		ctx:        sctx,
 		cancel:     cancel,
+		gate:       newGate(cfg.MaxRunningContainers),
 		compiled:   map[string]*compiledModule{},
 		sandboxes:  map[string]*sandbox{},
 		containers: map[string]*container{},
@@ -169,7 +176,7 @@ func serve(ctx context.Context, cfg Config, cacheDir string) (*Server, error) {
 	if _, err := wasi_snapshot_preview1.Instantiate(sctx, s.rt); err != nil {
 		return fail(fmt.Errorf("wasi: instantiate WASI: %w", err))
 	}
-	if err := wasm.InstantiateCheckpoint(sctx, s.rt); err != nil {
+	if err := wasm.InstantiateCheckpoint(sctx, s.rt, yield); err != nil {
 		return fail(fmt.Errorf("wasi: %w", err))
 	}
 	if err := s.load(); err != nil {

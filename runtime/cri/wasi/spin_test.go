@@ -1,6 +1,7 @@
 package wasi
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/wasmplane/wasmplane/plugins/wasm/wasmtest"
@@ -33,8 +35,9 @@ const (
 // TestSpinningContainersDoNotStarveTheRuntime starts 4 × GOMAXPROCS containers that
 // spin forever (half looping, half recursing) and checks that the CRI server keeps
 // answering meanwhile — every ListContainers and ContainerStatus within a second (before
-// the fuel checks a recursing container froze the test) — and that StopContainer stops
-// every one of them within 5 s. The spinners share the CPU with the server, as a
+// the fuel checks a recursing container froze the test) — that every container gets CPU
+// time although the gate runs fewer at once, and that StopContainer stops every one of
+// them within 5 s. The spinners share the CPU with the server, as a
 // container's processes share a node's; the figures, beside the same calls with no
 // container running, are logged.
 func TestSpinningContainersDoNotStarveTheRuntime(t *testing.T) {
@@ -94,6 +97,22 @@ func TestSpinningContainersDoNotStarveTheRuntime(t *testing.T) {
 	}
 	if worst > time.Second {
 		t.Errorf("a CRI call took %v with %d spinning containers", worst, n)
+	}
+	// The gate lets fewer guests run at once than there are containers: each must still
+	// get its turns.
+	if cpuAccounting {
+		for _, id := range ids {
+			err := wait.PollUntilContextTimeout(ctxT(t), 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				r, err := e.rt.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: id})
+				if err != nil {
+					return false, err
+				}
+				return r.GetStats().GetCpu().GetUsageCoreNanoSeconds().GetValue() > 0, nil
+			})
+			if err != nil {
+				t.Errorf("%s never ran: %v", id, err)
+			}
+		}
 	}
 	// Stop them all at once.
 	start := time.Now()
