@@ -31,7 +31,7 @@ func addCeilingFlags(f *pflag.FlagSet, c *plugins.PluginCeilings) {
 // addCallBoundFlags registers the WASM host's protections against its guests.
 func addCallBoundFlags(f *pflag.FlagSet, b *wasm.CallBounds) {
 	f.IntVar(&b.MaxConcurrentCalls, "wasm-max-concurrent-calls", 0, "plugin calls running guest code at once, across all plugins (0: GOMAXPROCS)")
-	f.IntVar(&b.MaxConcurrentCallsPerPlugin, "wasm-max-concurrent-calls-per-plugin", 0, "calls of one plugin running guest code at once (0: the above minus one, at least 1)")
+	f.IntVar(&b.MaxConcurrentCallsPerPlugin, "wasm-max-concurrent-calls-per-plugin", 0, "calls of one plugin running guest code at once (0: the above minus one, at least 1, for admission plugins; the above for scheduling plugins, which run one at a time)")
 	f.IntVar(&b.SuspendAfter, "wasm-suspend-after", wasm.DefaultSuspendAfter, "calls of a plugin in a row that may run out of time or memory before its calls are suspended (-1: never)")
 	f.DurationVar(&b.SuspendFor, "wasm-suspend-for", wasm.DefaultSuspendFor, "first suspension of such a plugin; doubled after each failed probe")
 	f.DurationVar(&b.MaxSuspension, "wasm-max-suspension", wasm.DefaultMaxSuspension, "longest suspension")

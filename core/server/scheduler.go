@@ -11,6 +11,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/scheduler"
 	"github.com/wasmplane/wasmplane/plugins/wasm"
 	"github.com/wasmplane/wasmplane/plugins/wasm/manager"
+	"github.com/wasmplane/wasmplane/plugins/wasm/schedplugin"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -91,7 +92,8 @@ type SchedulerPluginsConfig struct {
 	Registerer prometheus.Registerer
 	// ServerName identifies this scheduler in plugin status.
 	ServerName string
-	// CallBounds bound the guest code of the scheduler's plugins (zero: the defaults).
+	// CallBounds bound the guest code of the scheduler's plugins (zero: the defaults of
+	// schedplugin.CallBounds).
 	CallBounds wasm.CallBounds
 	// Logger (nil = slog.Default()).
 	Logger *slog.Logger
@@ -127,7 +129,7 @@ func SchedulerPlugins(ctx context.Context, c SchedulerPluginsConfig) (run func()
 		}
 	}
 	rt, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: c.CacheDir, Logger: log.With("component", "scheduler-wasm"), Registerer: registererWith(c.Registerer, "scheduler"),
-		CallBounds: c.CallBounds})
+		CallBounds: schedplugin.CallBounds(c.CallBounds)})
 	if err != nil {
 		return nil, fmt.Errorf("starting the scheduler's WASM runtime: %w", err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/wasmplane/wasmplane/core/scheduler"
 	"github.com/wasmplane/wasmplane/core/server"
+	"github.com/wasmplane/wasmplane/plugins/wasm"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,11 +50,14 @@ func main() {
 	proto := flag.Bool("protobuf", false, "clients speak protobuf (as kube-scheduler does; slower against wasmplane today)")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured phase")
-	plugins := flag.String("plugins", "", "add the example Filter+Score plugins: native (Go twins), wasm (the modules), or compare (native, then wasm, each on a fresh server)")
+	plugins := flag.String("plugins", "", "add the example Filter+Score plugins: native (Go twins), wasm (the modules), compare (native, then wasm, each on a fresh server), or bounds (the modules with the guest-concurrency bounds lifted, then with the default bounds: the bounds' cost)")
 	lang := flag.String("lang", "go", "the language of the example WASM plugins -plugins loads: go or rust")
 	peer := flag.String("peer", "", "path of a kube-scheduler binary: run wasmplane's scheduler, then this one, each on a fresh in-process server, same nodes and pods")
 	peerArgs := flag.String("peer-args", "--kube-api-qps=1000 --kube-api-burst=2000", "extra kube-scheduler flags (space-separated) for -peer")
 	rounds := flag.Int("rounds", 1, "repeat the runs (both sides of -plugins compare or -peer, in turn) this many times and print each round's ratio and the median: one run pair varies by ±15 % on a 2-core machine")
+	var bounds wasm.CallBounds
+	flag.IntVar(&bounds.MaxConcurrentCalls, "wasm-max-concurrent-calls", 0, "the WASM runtime's bound on calls running guest code at once (0: its default, GOMAXPROCS)")
+	flag.IntVar(&bounds.MaxConcurrentCallsPerPlugin, "wasm-max-concurrent-calls-per-plugin", 0, "the bound per plugin (0: the scheduler's default)")
 	peerConfig := flag.String("peer-config", "", "a KubeSchedulerConfiguration file for -peer (the string KUBECONFIG in it is replaced by the server's kubeconfig path; -peer-args then only adds flags)")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -74,11 +78,13 @@ func main() {
 	switch {
 	case *plugins == "compare":
 		runs = []runSpec{{plugins: "native"}, {plugins: "wasm"}}
+	case *plugins == "bounds":
+		runs = []runSpec{{plugins: "wasm-unbounded"}, {plugins: "wasm"}}
 	}
 	if *lang != "go" {
 		for i := range runs {
-			if runs[i].plugins == "wasm" {
-				runs[i].plugins = "wasm/" + *lang
+			if strings.HasPrefix(runs[i].plugins, "wasm") {
+				runs[i].plugins += "/" + *lang
 			}
 		}
 	}
@@ -112,7 +118,7 @@ func main() {
 			if p.config != "" {
 				p.args = nil
 			}
-			tput, err := run(*nodes, *pods, *workers, *kubeconfig, *noScheduler || r.peer != "", *proto, *precreate, *timeout, r.plugins, p)
+			tput, err := run(*nodes, *pods, *workers, *kubeconfig, *noScheduler || r.peer != "", *proto, *precreate, *timeout, r.plugins, bounds, p)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "error:", err)
 				pprof.StopCPUProfile()
@@ -139,7 +145,7 @@ type peerRun struct {
 
 // run creates the nodes and pods, runs the scheduler under test and returns its
 // throughput in pods/s.
-func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, precreate bool, timeout time.Duration, plugins string, peer peerRun) (float64, error) {
+func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, precreate bool, timeout time.Duration, plugins string, bounds wasm.CallBounds, peer peerRun) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -248,7 +254,7 @@ func run(numNodes, numPods, workers int, kubeconfig string, noScheduler, proto, 
 			return 0, err
 		}
 		t := time.Now()
-		if cleanup, err = addPlugins(ctx, sched, plugins, quiet); err != nil {
+		if cleanup, err = addPlugins(ctx, sched, plugins, bounds, quiet); err != nil {
 			return 0, err
 		}
 		defer func() {

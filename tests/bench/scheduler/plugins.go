@@ -31,10 +31,12 @@ const (
 )
 
 // addPlugins joins the example Filter+Score plugins to s's profiles: mode "native" adds
-// their Go twins, "wasm" the example modules through the WASM adapter, "" nothing. The
-// returned cleanup closes what it loaded.
-func addPlugins(ctx context.Context, s *scheduler.Scheduler, mode string, log *slog.Logger) (cleanup func(), err error) {
+// their Go twins, "wasm" the example modules through the WASM adapter with the given call
+// bounds (zero fields: a scheduler's defaults, schedplugin.CallBounds), "wasm-unbounded" the same with the bounds lifted (to measure what
+// the bounds cost), "" nothing. The returned cleanup closes what it loaded.
+func addPlugins(ctx context.Context, s *scheduler.Scheduler, mode string, bounds wasm.CallBounds, log *slog.Logger) (cleanup func(), err error) {
 	mode, lang, _ := strings.Cut(mode, "/") // "wasm/rust": the Rust examples
+
 	if lang == "" {
 		lang = "go"
 	}
@@ -52,14 +54,17 @@ func addPlugins(ctx context.Context, s *scheduler.Scheduler, mode string, log *s
 		}
 		return func() {}, nil
 	case "wasm":
+	case "wasm-unbounded":
+		// As many slots as calls can ever run at once: no call waits for one.
+		bounds = wasm.CallBounds{MaxConcurrentCalls: 1 << 16, MaxConcurrentCallsPerPlugin: 1 << 16}
 	default:
-		return nil, fmt.Errorf("-plugins %q: want native, wasm or compare", mode)
+		return nil, fmt.Errorf("-plugins %q: want native, wasm, compare or bounds", mode)
 	}
 	dir, err := os.MkdirTemp("", "wasmplane-bench-wasm-")
 	if err != nil {
 		return nil, err
 	}
-	rt, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: filepath.Join(dir, "cache"), Logger: log})
+	rt, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: filepath.Join(dir, "cache"), Logger: log, CallBounds: schedplugin.CallBounds(bounds)})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
