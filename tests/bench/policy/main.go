@@ -23,7 +23,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,9 +35,8 @@ import (
 
 	"github.com/wasmplane/wasmplane/plugins/wasm/toolkit"
 	"github.com/wasmplane/wasmplane/tests/internal/peers"
+	"github.com/wasmplane/wasmplane/tests/internal/requireteam"
 	"github.com/wasmplane/wasmplane/tests/internal/webhookserver"
-	admissionv1 "k8s.io/api/admission/v1"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,12 +98,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer os.RemoveAll(work)
 
-	hook, err := webhookserver.New(func(_ *http.Request, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-		if !strings.Contains(string(req.Object.Raw), `"team":`) {
-			return &admissionv1.AdmissionResponse{Result: &metav1.Status{Code: 403, Message: `label "team" is required`}}
-		}
-		return nil
-	})
+	hook, err := webhookserver.New(requireteam.Decide)
 	if err != nil {
 		return err
 	}
@@ -184,8 +177,6 @@ func mkdir(parent, name string) string {
 // setUp creates one namespace per case and binds that case's policy to it.
 func setUp(ctx context.Context, s *server, hook *webhookserver.Server, o options, work string) error {
 	s.cases = []string{"baseline", "vap", "webhook"}
-	fail := admissionregistrationv1.Fail
-	none := admissionregistrationv1.SideEffectClassNone
 	for _, c := range s.cases {
 		if err := namespace(ctx, s.cs, c); err != nil {
 			return err
@@ -194,30 +185,13 @@ func setUp(ctx context.Context, s *server, hook *webhookserver.Server, o options
 	sel := func(c string) *metav1.LabelSelector {
 		return &metav1.LabelSelector{MatchLabels: map[string]string{"bench-policy": c}}
 	}
-	podRules := []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}}}
-	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "require-team"},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{FailurePolicy: &fail,
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: podRules},
-			Validations: []admissionregistrationv1.Validation{{Expression: `has(object.metadata.labels) && 'team' in object.metadata.labels`,
-				Message: `label "team" is required`}}}}
-	if _, err := s.cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, vap, metav1.CreateOptions{}); err != nil {
+	if _, err := s.cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, requireteam.Policy(), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating the policy: %w", err)
 	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "require-team"},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "require-team",
-			MatchResources:    &admissionregistrationv1.MatchResources{NamespaceSelector: sel("vap")},
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
-	if _, err := s.cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+	if _, err := s.cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, requireteam.Binding(sel("vap")), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating the binding: %w", err)
 	}
-	timeout := int32(10)
-	whc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "require-team"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "require-team.bench.wasmplane.io", ClientConfig: hook.ClientConfig("/validate"),
-			Rules: []admissionregistrationv1.RuleWithOperations{podRules[0].RuleWithOperations}, NamespaceSelector: sel("webhook"),
-			FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}}}}
-	if _, err := s.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, whc, metav1.CreateOptions{}); err != nil {
+	if _, err := s.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, requireteam.Webhook(hook.ClientConfig("/validate"), sel("webhook")), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating the webhook configuration: %w", err)
 	}
 	if s.name == "wasmplane" && o.langs != "" {
