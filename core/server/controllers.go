@@ -22,6 +22,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/job"
 	"github.com/wasmplane/wasmplane/core/controller/namespace"
 	"github.com/wasmplane/wasmplane/core/controller/nodelifecycle"
+	"github.com/wasmplane/wasmplane/core/controller/podgc"
 	"github.com/wasmplane/wasmplane/core/controller/podautoscaler"
 	"github.com/wasmplane/wasmplane/core/controller/replicaset"
 	"github.com/wasmplane/wasmplane/core/controller/replication"
@@ -205,6 +206,7 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	if err != nil {
 		return fail(err)
 	}
+	pgc := podgc.New(client, factory, podgc.Options{Logger: log})
 	csrApprover, err := certificates.NewApprover(client, factory, log)
 	if err != nil {
 		return fail(err)
@@ -271,6 +273,7 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	wg.Go(func() { cjc.Run(ctx, 5) })
 	wg.Go(func() { ttlc.Run(ctx, 5) })
 	wg.Go(func() { nlc.Run(ctx) })
+	wg.Go(func() { pgc.Run(ctx) })
 	wg.Go(func() { crac.Run(ctx, 1) })
 	wg.Go(func() { sac.Run(ctx, 1) })
 	wg.Go(func() { rqc.Run(ctx, 2) })

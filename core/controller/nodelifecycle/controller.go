@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wasmplane/wasmplane/core/disruptiontarget"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -378,6 +379,9 @@ func (c *Controller) evict(ctx context.Context, n *corev1.Node, now time.Time) e
 			continue
 		}
 		c.log.Info("evicting pod from tainted node", "pod", p.Namespace+"/"+p.Name, "node", n.Name)
+		if err := disruptiontarget.Mark(ctx, c.client, p, disruptiontarget.ReasonTaint, "Taint manager: deleting due to NoExecute taint", false); err != nil {
+			return err
+		}
 		uid := p.UID
 		err := c.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

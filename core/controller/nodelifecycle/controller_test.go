@@ -4,14 +4,17 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/wasmplane/wasmplane/core/disruptiontarget"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -100,16 +103,22 @@ func TestUnrenewedLeaseMarksNodeAndEvicts(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	c.Sync(ctx, start.Add(42*time.Second))
-	var deleted, patched bool
+	var deleted, patched, disrupted bool
 	for _, a := range client.Actions() {
 		if a.GetVerb() == "delete" && a.GetResource().Resource == "pods" {
 			deleted = true
 		}
-		if a.GetVerb() == "patch" && a.GetSubresource() == "status" {
-			patched = true
+		if pa, ok := a.(clienttesting.PatchAction); ok && a.GetSubresource() == "status" {
+			if strings.Contains(string(pa.GetPatch()), disruptiontarget.ReasonTaint) {
+				// As Kubernetes' taint manager: the condition first, so the pod's owner
+				// sees why it went.
+				disrupted = !deleted
+			} else {
+				patched = true
+			}
 		}
 	}
-	if !deleted || !patched {
-		t.Errorf("pod evicted=%v marked not ready=%v", deleted, patched)
+	if !deleted || !patched || !disrupted {
+		t.Errorf("pod evicted=%v marked not ready=%v marked a disruption target before its deletion=%v", deleted, patched, disrupted)
 	}
 }

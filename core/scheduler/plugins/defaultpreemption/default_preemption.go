@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/wasmplane/wasmplane/core/disruptiontarget"
 	"github.com/wasmplane/wasmplane/core/scheduler/framework"
 	"github.com/wasmplane/wasmplane/core/scheduler/plugins/names"
 	v1 "k8s.io/api/core/v1"
@@ -66,6 +67,10 @@ func (pl *DefaultPreemption) PostFilter(ctx context.Context, state *framework.Cy
 	}
 	best := SelectCandidate(candidates)
 	for _, v := range best.Victims {
+		msg := fmt.Sprintf("%s: preempting to accommodate a higher priority pod", pod.Spec.SchedulerName)
+		if err := disruptiontarget.Mark(ctx, pl.h.ClientSet(), v, disruptiontarget.ReasonPreemption, msg, false); err != nil {
+			return nil, framework.AsStatus(fmt.Errorf("preempting pod %s/%s: %w", v.Namespace, v.Name, err))
+		}
 		err := pl.h.ClientSet().CoreV1().Pods(v.Namespace).Delete(ctx, v.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &v.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, framework.AsStatus(fmt.Errorf("preempting pod %s/%s: %w", v.Namespace, v.Name, err))

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 )
 
 func prio(p *v1.Pod, v int32) *v1.Pod { p.Spec.Priority = &v; return p }
@@ -70,6 +71,20 @@ func TestPreemptsMinimalVictims(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "p2,p3" {
 		t.Fatalf("pods left %v, want p2,p3 (only p1 evicted)", names)
+	}
+	// The victim is marked a disruption target before it is deleted, as Kubernetes does.
+	marked := false
+	for _, a := range client.Actions() {
+		if pa, ok := a.(clienttesting.PatchAction); ok && pa.GetName() == "p1" && pa.GetSubresource() == "status" &&
+			strings.Contains(string(pa.GetPatch()), `"reason":"PreemptionByScheduler"`) {
+			marked = true
+		}
+		if a.GetVerb() == "delete" && !marked {
+			t.Fatal("p1 deleted before it was marked a disruption target")
+		}
+	}
+	if !marked {
+		t.Fatal("p1 never marked a disruption target")
 	}
 }
 
