@@ -25,11 +25,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/wasmplane/wasmplane/core/server"
 	"github.com/wasmplane/wasmplane/tests/internal/peers"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 type options struct {
@@ -61,7 +65,15 @@ func main() {
 	flag.DurationVar(&o.epDuration, "ep-duration", 10*time.Second, "how long readiness changes are made")
 	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 5*time.Minute, "give a phase up after this long")
 	flag.DurationVar(&o.timeout, "timeout", 40*time.Minute, "give the whole run up after this long")
+	cmOf := flag.String("controller-manager-of", "", "(internal) run wasmplane's controller manager against this kubeconfig")
 	flag.Parse()
+	if *cmOf != "" {
+		if err := runControllerManager(*cmOf); err != nil {
+			fmt.Fprintln(os.Stderr, "error:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -69,6 +81,20 @@ func main() {
 		log.Error("benchmark failed", "err", err)
 		os.Exit(1)
 	}
+}
+
+// runControllerManager is this program run again as wasmplane's controllers in a
+// process of their own, as kube-controller-manager runs in its own: the same client
+// path (TLS, authentication) and the same competition for the CPU on both sides.
+func runControllerManager(kubeconfig string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading %s: %w", kubeconfig, err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return server.RunControllerManager(ctx, cfg, server.ControllerManagerOptions{
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 }
 
 func run(ctx context.Context, o options, log *slog.Logger) error {

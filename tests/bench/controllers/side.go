@@ -61,7 +61,8 @@ type cluster struct {
 	added int
 }
 
-// runSide starts a fresh server for s in a temporary directory, runs the phases on it
+// runSide starts a fresh server in a temporary directory — without its controllers:
+// both sides run theirs as a separate process — starts s's controllers, runs the phases
 // and records their figures in res.
 func runSide(ctx context.Context, o options, s side, phases []string, res *results, log *slog.Logger) (err error) {
 	dir, err := os.MkdirTemp("", "wasmplane-ctrlbench-")
@@ -71,12 +72,22 @@ func runSide(ctx context.Context, o options, s side, phases []string, res *resul
 	defer os.RemoveAll(dir)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	inst, err := server.Start(ctx, server.Config{DataDir: filepath.Join(dir, "server"), Port: 0, Logger: quiet,
-		DisableControllers: s.kcmArgs != nil})
+		DisableControllers: true})
 	if err != nil {
 		return fmt.Errorf("starting wasmplane: %w", err)
 	}
 	defer inst.Close()
-	if s.kcmArgs != nil {
+	if s.kcmArgs == nil {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("finding this program to run the controller manager: %w", err)
+		}
+		cm, err := peers.StartBinary(self, dir, "-controller-manager-of", inst.KubeconfigPath())
+		if err != nil {
+			return err
+		}
+		defer cm.Stop()
+	} else {
 		pki := filepath.Join(dir, "server", "pki")
 		kcm, err := peers.StartControllerManager(ctx, o.peersDir, dir, peers.ControllerManagerOptions{
 			Kubeconfig: inst.KubeconfigPath(), ServiceAccountKey: filepath.Join(pki, "sa.key"), RootCA: filepath.Join(pki, "ca.crt"),

@@ -320,6 +320,16 @@ func RSS(pid int) (int64, error) {
 	return 0, fmt.Errorf("no VmRSS for %d", pid)
 }
 
+// StartBinary runs bin with args, its output in workDir/<base name of bin>.log, until
+// Stop; the process dies with its parent.
+func StartBinary(bin, workDir string, args ...string) (*ControlPlane, error) {
+	c := &ControlPlane{Procs: map[string]*os.Process{}}
+	if err := c.start(Options{Dir: filepath.Dir(bin), WorkDir: workDir}, filepath.Base(bin), args...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // BuildWasmplane builds ./cmd/wasmplane (run from the module root) into dir.
 func BuildWasmplane(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "wasmplane")
