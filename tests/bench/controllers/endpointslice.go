@@ -20,10 +20,11 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// change is a readiness change written and not yet seen in an EndpointSlice.
+// change is a readiness change written and not yet seen in an EndpointSlice: at is when
+// its status write began, written when it returned (zero until then).
 type change struct {
-	ready bool
-	at    time.Time
+	ready       bool
+	at, written time.Time
 }
 
 // sliceWatch follows the Service's EndpointSlices and times each pending change from
@@ -35,6 +36,9 @@ type sliceWatch struct {
 	state    map[string]bool // pod → ready, as the slices last said
 	toReady  []time.Duration
 	notReady []time.Duration
+	// toReadyAfterWrite times the Ready changes from the return of their status write
+	// instead; a slice seen before the write returned counts 0.
+	toReadyAfterWrite []time.Duration
 }
 
 func (w *sliceWatch) observe(obj any) {
@@ -56,10 +60,25 @@ func (w *sliceWatch) observe(obj any) {
 			delete(w.pending, pod)
 			if ready {
 				w.toReady = append(w.toReady, now.Sub(ch.at))
+				after := time.Duration(0)
+				if !ch.written.IsZero() {
+					after = now.Sub(ch.written)
+				}
+				w.toReadyAfterWrite = append(w.toReadyAfterWrite, after)
 			} else {
 				w.notReady = append(w.notReady, now.Sub(ch.at))
 			}
 		}
+	}
+}
+
+// written notes the return of a change's status write.
+func (w *sliceWatch) written(pod string, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch, ok := w.pending[pod]; ok {
+		ch.written = at
+		w.pending[pod] = ch
 	}
 }
 
@@ -174,8 +193,10 @@ loop:
 					}
 					return
 				}
+				done := time.Now()
+				w.written(name, done)
 				writeMu.Lock()
-				writeLat = append(writeLat, time.Since(start))
+				writeLat = append(writeLat, done.Sub(start))
 				writeMu.Unlock()
 			})
 		}
@@ -194,19 +215,20 @@ loop:
 		w.mu.Unlock()
 		return nil, fmt.Errorf("%d readiness changes never reached an EndpointSlice: %w", n, err)
 	}
-	if skipped > 0 {
-		return nil, fmt.Errorf("the rate was not held: %d of the changes found every pod with a change in flight", skipped)
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	fmt.Fprintf(os.Stderr, "  %d changes in %v: %d to ready, %d to not ready\n", issued, o.epDuration, len(w.toReady), len(w.notReady))
+	// A change due while every pod still has one in flight is not made: the rate held is
+	// then lower than asked, and the figures say so.
+	fmt.Fprintf(os.Stderr, "  %d changes due in %v, %d made: %d to ready, %d to not ready\n", issued, o.epDuration, issued-skipped, len(w.toReady), len(w.notReady))
 	ms := func(v float64) string { return fmt.Sprintf("%.1f ms", v) }
 	rate := fmt.Sprintf("%.0f changes/s", o.epRate)
 	return []figure{
 		{name: fmt.Sprintf("EndpointSlice, pod → Ready, p50 (%s)", rate), value: pct(w.toReady, 50), format: ms},
 		{name: fmt.Sprintf("EndpointSlice, pod → Ready, p99 (%s)", rate), value: pct(w.toReady, 99), format: ms},
+		{name: fmt.Sprintf("EndpointSlice, pod → Ready, p99 after the status write returned (%s)", rate), value: pct(w.toReadyAfterWrite, 99), format: ms},
 		{name: fmt.Sprintf("EndpointSlice, pod → not Ready, p99 (%s)", rate), value: pct(w.notReady, 99), format: ms},
 		{name: fmt.Sprintf("pod status write (part of the above), p99 (%s)", rate), value: pct(writeLat, 99), format: ms},
+		{name: fmt.Sprintf("changes not made: every pod had one in flight (%s)", rate), value: float64(skipped), format: func(v float64) string { return fmt.Sprintf("%.0f", v) }},
 	}, nil
 }
 
