@@ -13,7 +13,7 @@
 //   - endpointslice: 100 pods behind a Service turn Ready and not Ready, 100 changes/s;
 //     the latency from the status write to the EndpointSlice showing it.
 //
-// Each side runs every phase on a fresh server; rounds repeat them, alternating which
+// Each side runs each phase on a fresh server; rounds repeat them, alternating which
 // side goes first.
 //
 //	go run ./tests/bench/controllers -peers /work/peers
@@ -118,10 +118,14 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		if round%2 == 1 {
 			slices.Reverse(order)
 		}
-		for _, s := range order {
-			fmt.Fprintf(os.Stderr, "round %d: %s\n", round+1, s.name)
-			if err := runSide(ctx, o, s, phases, res, log); err != nil {
-				return fmt.Errorf("round %d, %s: %w", round+1, s.name, err)
+		// Each phase on a fresh server, so that no phase works amid the objects of the
+		// one before.
+		for _, p := range phases {
+			for _, s := range order {
+				fmt.Fprintf(os.Stderr, "round %d, %s: %s\n", round+1, p, s.name)
+				if err := runSide(ctx, o, s, p, res, log); err != nil {
+					return fmt.Errorf("round %d, %s: %w", round+1, s.name, err)
+				}
 			}
 		}
 	}

@@ -62,9 +62,9 @@ type cluster struct {
 }
 
 // runSide starts a fresh server in a temporary directory — without its controllers:
-// both sides run theirs as a separate process — starts s's controllers, runs the phases
-// and records their figures in res.
-func runSide(ctx context.Context, o options, s side, phases []string, res *results, log *slog.Logger) (err error) {
+// both sides run theirs as a separate process — starts s's controllers, runs the phase
+// and records its figures in res.
+func runSide(ctx context.Context, o options, s side, phase string, res *results, log *slog.Logger) (err error) {
 	dir, err := os.MkdirTemp("", "wasmplane-ctrlbench-")
 	if err != nil {
 		return err
@@ -77,6 +77,8 @@ func runSide(ctx context.Context, o options, s side, phases []string, res *resul
 		return fmt.Errorf("starting wasmplane: %w", err)
 	}
 	defer inst.Close()
+	// The controllers' process, whose CPU time each phase reports.
+	var ctrl *os.Process
 	if s.kcmArgs == nil {
 		self, err := os.Executable()
 		if err != nil {
@@ -87,6 +89,7 @@ func runSide(ctx context.Context, o options, s side, phases []string, res *resul
 			return err
 		}
 		defer cm.Stop()
+		ctrl = cm.Procs[filepath.Base(self)]
 	} else {
 		pki := filepath.Join(dir, "server", "pki")
 		kcm, err := peers.StartControllerManager(ctx, o.peersDir, dir, peers.ControllerManagerOptions{
@@ -101,6 +104,7 @@ func runSide(ctx context.Context, o options, s side, phases []string, res *resul
 			}
 		}()
 		defer kcm.Stop()
+		ctrl = kcm.Procs["kube-controller-manager"]
 	}
 	cfg := inst.RESTConfig()
 	cfg.QPS, cfg.Burst = -1, 0 // the controllers are measured, not this client
@@ -114,21 +118,29 @@ func runSide(ctx context.Context, o options, s side, phases []string, res *resul
 	}
 	defer nodes.Stop()
 	c := &cluster{cs: cs, nodes: nodes}
-	for _, p := range phases {
-		ns, err := c.namespace(ctx, p, o.phaseTimeout)
-		if err != nil {
-			return fmt.Errorf("phase %s: %w", p, err)
-		}
-		pctx, cancel := context.WithTimeout(ctx, o.phaseTimeout)
-		figs, err := runPhase(pctx, c, o, p, ns)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("phase %s: %w", p, err)
-		}
-		for _, f := range figs {
-			fmt.Fprintf(os.Stderr, "  %s: %s %s\n", s.name, f.name, f.format(f.value))
-			res.add(p, f, s.name)
-		}
+	p := phase
+	ns, err := c.namespace(ctx, p, o.phaseTimeout)
+	if err != nil {
+		return fmt.Errorf("phase %s: %w", p, err)
+	}
+	cpu0, err := peers.CPUTime(ctrl.Pid)
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, o.phaseTimeout)
+	figs, err := runPhase(pctx, c, o, p, ns)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("phase %s: %w", p, err)
+	}
+	cpu1, err := peers.CPUTime(ctrl.Pid)
+	if err != nil {
+		return err
+	}
+	figs = append(figs, figure{name: "controller process CPU time in the phase", value: (cpu1 - cpu0).Seconds(), format: seconds})
+	for _, f := range figs {
+		fmt.Fprintf(os.Stderr, "  %s: %s %s\n", s.name, f.name, f.format(f.value))
+		res.add(p, f, s.name)
 	}
 	return nil
 }

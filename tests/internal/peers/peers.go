@@ -330,6 +330,34 @@ func StartBinary(bin, workDir string, args ...string) (*ControlPlane, error) {
 	return c, nil
 }
 
+// CPUTime returns the CPU time (user and system) a process has used, from /proc.
+func CPUTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the stat of %d: %w", pid, err)
+	}
+	// The command name, in parentheses, may hold spaces: the fields follow its end.
+	rest := string(b)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short stat of %d", pid)
+	}
+	// utime and stime, fields 14 and 15 of stat(5), in clock ticks of 1/100 s (the
+	// USER_HZ of every Linux architecture Go supports).
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("stat of %d: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
+
 // BuildWasmplane builds ./cmd/wasmplane (run from the module root) into dir.
 func BuildWasmplane(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "wasmplane")
