@@ -38,7 +38,7 @@ import (
 
 type options struct {
 	peersDir, phases, sides string
-	kcmArgs                 string
+	kcmArgs, logDir         string
 	rounds                  int
 	jobCompletions, jobPar  int
 	jobNodes, nodes, sts    int
@@ -54,6 +54,7 @@ func main() {
 	flag.StringVar(&o.phases, "phases", "job,daemonset,statefulset,endpointslice", "phases to run, comma-separated")
 	flag.StringVar(&o.sides, "sides", strings.Join(sideNames(), ","), "sides to run, comma-separated")
 	flag.StringVar(&o.kcmArgs, "kcm-args", "", "extra kube-controller-manager flags, space-separated, for both of its sides")
+	flag.StringVar(&o.logDir, "kcm-log-dir", "", "keep kube-controller-manager's log of every run in this directory")
 	flag.IntVar(&o.rounds, "rounds", 2, "times each side runs every phase")
 	flag.IntVar(&o.jobCompletions, "job-completions", 1000, "the Job's completions")
 	flag.IntVar(&o.jobPar, "job-parallelism", 100, "the Job's parallelism")

@@ -99,8 +99,11 @@ func runSide(ctx context.Context, o options, s side, phase string, res *results,
 			return err
 		}
 		defer func() {
-			if err != nil {
-				err = fmt.Errorf("%w; kube-controller-manager's log is in %s (kept)", err, keepLog(dir))
+			if err != nil || o.logDir != "" {
+				kept := keepLog(dir, o.logDir, s.name+"-"+phase)
+				if err != nil {
+					err = fmt.Errorf("%w; kube-controller-manager's log is in %s (kept)", err, kept)
+				}
 			}
 		}()
 		defer kcm.Stop()
@@ -145,13 +148,17 @@ func runSide(ctx context.Context, o options, s side, phase string, res *results,
 	return nil
 }
 
-// keepLog copies kube-controller-manager's log out of the directory about to be removed.
-func keepLog(dir string) string {
+// keepLog copies kube-controller-manager's log out of the directory about to be removed,
+// into logDir (a temporary file when empty), and says where.
+func keepLog(dir, logDir, name string) string {
 	b, err := os.ReadFile(filepath.Join(dir, "kube-controller-manager.log"))
 	if err != nil {
 		return "(unreadable: " + err.Error() + ")"
 	}
-	f, err := os.CreateTemp("", "ctrlbench-kcm-*.log")
+	if logDir == "" {
+		logDir = os.TempDir()
+	}
+	f, err := os.CreateTemp(logDir, "kube-controller-manager-"+name+"-*.log")
 	if err != nil {
 		return "(not kept: " + err.Error() + ")"
 	}

@@ -55,8 +55,14 @@ func TestPodsRunOrComplete(t *testing.T) {
 			if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
+			// A pending pod is watched for a second: long enough for the agent, which
+			// answered the others within milliseconds, to have acted on it if it would.
+			timeout := 10 * time.Second
+			if tc.phase == corev1.PodPending {
+				timeout = time.Second
+			}
 			var got *corev1.Pod
-			err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 3*time.Second, true, func(ctx context.Context) (bool, error) {
+			err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 				got, err = cs.CoreV1().Pods("default").Get(ctx, tc.name, metav1.GetOptions{})
 				return err == nil && got.Status.Phase == tc.phase && tc.phase != corev1.PodPending, err
 			})
