@@ -1,7 +1,10 @@
 // Command controllers times wasmplane's workload controllers side by side with
 // kube-controller-manager v1.37.2 running against the same kind of wasmplane API server
 // (an in-process server with its own controllers disabled; wasmplane's scheduler binds
-// the pods on both sides). The nodes are simulated (tests/internal/simnode): one agent
+// the pods on every side). Each side's controllers run as a process of their own:
+// wasmplane's controller manager (this program run again), kube-controller-manager as
+// shipped (client limit 20 QPS) and kube-controller-manager with wasmplane's client
+// limit (kcm-qps2000). The nodes are simulated (tests/internal/simnode): one agent
 // writes the status a kubelet would — run-to-completion pods succeed at once, the
 // others run ready at once — so every figure times the API server, the controllers and
 // the scheduler, never containers. Phases:
