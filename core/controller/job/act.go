@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/wasmplane/wasmplane/core/controller/internal/controllerref"
+	"github.com/wasmplane/wasmplane/core/controller/internal/slowstart"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -44,23 +46,34 @@ func (c *Controller) act(ctx context.Context, job *batchv1.Job, r result) error 
 	}
 	if len(r.create) > 0 {
 		c.expectations.ExpectCreations(key, len(r.create))
-		for n, idx := range r.create {
+		// Creations go in slow-start batches, as kube-controller-manager's: one at a time
+		// they would cap a Job at one pod per API round trip.
+		var next atomic.Int64
+		ok, err := slowstart.Batch(ctx, len(r.create), 1, func(ctx context.Context) error {
+			idx := r.create[next.Add(1)-1]
 			pod := podFromTemplate(job, idx)
 			if counts, ok := r.failureCounts[idx]; ok {
 				setFailureCounts(pod, counts)
 			}
 			created, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 			if err != nil {
-				// The remaining creations will never be observed.
-				c.expectations.LowerCreations(key, len(r.create)-n)
 				if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-					break
+					// Not an error, but this creation will never be observed either.
+					c.expectations.CreationObserved(key)
+					return nil
 				}
 				c.recorder.Eventf(job, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
-				errs = append(errs, fmt.Errorf("creating pod for Job %s: %w", key, err))
-				break
+				return fmt.Errorf("creating pod for Job %s: %w", key, err)
 			}
 			c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %v", created.Name)
+			return nil
+		})
+		// Creations that failed or were never tried will never be observed.
+		if skipped := len(r.create) - ok; skipped > 0 {
+			c.expectations.LowerCreations(key, skipped)
+		}
+		if err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if !apiequality.Semantic.DeepEqual(job.Status, r.status) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wasmplane/wasmplane/core/controller/internal/slowstart"
 	"github.com/wasmplane/wasmplane/core/controller/internal/worker"
 	"log/slog"
 	"reflect"
@@ -386,7 +387,7 @@ func (c *Controller) manageReplicas(ctx context.Context, pods, active []*corev1.
 		c.expectations.ExpectCreations(key, n)
 		c.log.Debug("creating pods", "replicaset", key, "need", *rs.Spec.Replicas, "creating", n)
 		began := time.Now()
-		ok, err := slowStartBatch(ctx, n, 1, func(ctx context.Context) error {
+		ok, err := slowstart.Batch(ctx, n, 1, func(ctx context.Context) error {
 			err := c.createPod(ctx, rs)
 			if err != nil && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 				return nil // the namespace is going away: creating is pointless, not an error

@@ -154,23 +154,65 @@ func Start(ctx context.Context, o Options) (_ *ControlPlane, err error) {
 		return nil, fmt.Errorf("kube-apiserver not ready: %w; the end of its log:\n%s", err, logTail(filepath.Join(o.WorkDir, "kube-apiserver.log")))
 	}
 	if o.ControllerManager {
-		args := []string{"--kubeconfig", c.Kubeconfig, "--authentication-kubeconfig", c.Kubeconfig,
-			"--authorization-kubeconfig", c.Kubeconfig, "--leader-elect=false",
-			"--secure-port", strconv.Itoa(kcmPort), "--bind-address", "127.0.0.1",
-			"--service-account-private-key-file", filepath.Join(o.WorkDir, "sa.key"),
-			"--use-service-account-credentials=false", "--root-ca-file", filepath.Join(o.WorkDir, "certs", "apiserver.crt"),
-			"--cluster-signing-duration", "8760h"}
-		if o.Controllers != "" {
-			args = append(args, "--controllers", o.Controllers)
-		}
-		if err := c.start(o, "kube-controller-manager", args...); err != nil {
+		if err := c.startControllerManager(ctx, o, kcmPort, ControllerManagerOptions{Kubeconfig: c.Kubeconfig,
+			ServiceAccountKey: filepath.Join(o.WorkDir, "sa.key"), RootCA: filepath.Join(o.WorkDir, "certs", "apiserver.crt"),
+			Controllers: o.Controllers}); err != nil {
 			return nil, err
-		}
-		if err := waitHealthy(ctx, "https://127.0.0.1:"+strconv.Itoa(kcmPort)+"/healthz", "", time.Minute); err != nil {
-			return nil, fmt.Errorf("kube-controller-manager not healthy: %w; the end of its log:\n%s", err, logTail(filepath.Join(o.WorkDir, "kube-controller-manager.log")))
 		}
 	}
 	return c, nil
+}
+
+// ControllerManagerOptions say which API server a kube-controller-manager works for.
+type ControllerManagerOptions struct {
+	// Kubeconfig is an admin kubeconfig of the API server (it also authenticates and
+	// authorizes the controller manager's own health requests).
+	Kubeconfig string
+	// ServiceAccountKey is the private key ServiceAccount tokens are signed with;
+	// RootCA is the CA bundle put into them.
+	ServiceAccountKey, RootCA string
+	// Controllers, when set, is passed as --controllers.
+	Controllers string
+	// Args are extra flags (e.g. --kube-api-qps).
+	Args []string
+}
+
+// StartControllerManager starts kube-controller-manager from dir (logging to
+// workDir/kube-controller-manager.log) against any API server, the way kubeadm runs it
+// but without leader election, and waits until it is healthy.
+func StartControllerManager(ctx context.Context, dir, workDir string, cm ControllerManagerOptions) (_ *ControlPlane, err error) {
+	if !Available(dir, "kube-controller-manager") {
+		return nil, fmt.Errorf("no kube-controller-manager in %s: build it with /work/shared/tools/k8s-peers/build.sh %s", dir, dir)
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	c := &ControlPlane{Procs: map[string]*os.Process{}, Kubeconfig: cm.Kubeconfig}
+	if err := c.startControllerManager(ctx, Options{Dir: dir, WorkDir: workDir}, ports[0], cm); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *ControlPlane) startControllerManager(ctx context.Context, o Options, port int, cm ControllerManagerOptions) error {
+	args := []string{"--kubeconfig", cm.Kubeconfig, "--authentication-kubeconfig", cm.Kubeconfig,
+		"--authorization-kubeconfig", cm.Kubeconfig, "--leader-elect=false",
+		"--secure-port", strconv.Itoa(port), "--bind-address", "127.0.0.1",
+		"--service-account-private-key-file", cm.ServiceAccountKey,
+		"--use-service-account-credentials=false", "--root-ca-file", cm.RootCA,
+		"--cluster-signing-duration", "8760h"}
+	if cm.Controllers != "" {
+		args = append(args, "--controllers", cm.Controllers)
+	}
+	if err := c.start(o, "kube-controller-manager", append(args, cm.Args...)...); err != nil {
+		return err
+	}
+	if err := waitHealthy(ctx, "https://127.0.0.1:"+strconv.Itoa(port)+"/healthz", "", time.Minute); err != nil {
+		return fmt.Errorf("kube-controller-manager not healthy: %w; the end of its log:\n%s", err, logTail(filepath.Join(o.WorkDir, "kube-controller-manager.log")))
+	}
+	return nil
 }
 
 // start runs one binary with its output in WorkDir/NAME.log.
@@ -276,6 +318,44 @@ func RSS(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS for %d", pid)
+}
+
+// StartBinary runs bin with args, its output in workDir/<base name of bin>.log, until
+// Stop; the process dies with its parent.
+func StartBinary(bin, workDir string, args ...string) (*ControlPlane, error) {
+	c := &ControlPlane{Procs: map[string]*os.Process{}}
+	if err := c.start(Options{Dir: filepath.Dir(bin), WorkDir: workDir}, filepath.Base(bin), args...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// CPUTime returns the CPU time (user and system) a process has used, from /proc.
+func CPUTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the stat of %d: %w", pid, err)
+	}
+	// The command name, in parentheses, may hold spaces: the fields follow its end.
+	rest := string(b)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short stat of %d", pid)
+	}
+	// utime and stime, fields 14 and 15 of stat(5), in clock ticks of 1/100 s (the
+	// USER_HZ of every Linux architecture Go supports).
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("stat of %d: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }
 
 // BuildWasmplane builds ./cmd/wasmplane (run from the module root) into dir.
