@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -37,6 +38,10 @@ type options struct {
 	peersDir, only, bin string
 	creates, workers    int
 	rounds, crds        int
+	// profileDir, when set, receives a CPU profile of wasmplane for each kind's first
+	// round of creates (its /debug/pprof/profile).
+	profileDir string
+	profileFor time.Duration
 }
 
 func main() {
@@ -48,6 +53,8 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 32, "parallel clients")
 	flag.IntVar(&o.rounds, "rounds", 2, "rounds (kinds and servers take turns in each)")
 	flag.IntVar(&o.crds, "crds", 200, "CRDs installed before the discovery figures (0 skips them)")
+	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "write wasmplane's CPU profile of each kind's first round of creates here")
+	flag.DurationVar(&o.profileFor, "cpuprofile-for", 5*time.Second, "how long each CPU profile runs (keep it shorter than a round)")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
 		slog.Error("benchmark failed", "err", err)
@@ -119,7 +126,17 @@ func run(ctx context.Context, o options) error {
 	for round := range o.rounds {
 		for _, s := range servers {
 			for _, kind := range []string{"custom object", "ConfigMap"} {
+				var profiled chan error
+				if o.profileDir != "" && round == 0 && s.name == "wasmplane" {
+					profiled = make(chan error, 1)
+					go func() { profiled <- profile(ctx, s, o, kind) }()
+				}
 				n, d, err := creates(ctx, s, kind, fmt.Sprintf("r%d", round), o)
+				if profiled != nil {
+					if perr := <-profiled; perr != nil && err == nil {
+						err = perr
+					}
+				}
 				if err != nil {
 					return fmt.Errorf("%s %s round %d: %w", s.name, kind, round+1, err)
 				}
@@ -143,6 +160,17 @@ func run(ctx context.Context, o options) error {
 			rate("custom object")/rate("ConfigMap"), s.discovery.Round(time.Millisecond), s.established.Round(time.Millisecond))
 	}
 	return tw.Flush()
+}
+
+// profile writes the server's CPU profile of the next o.profileFor to
+// o.profileDir/<kind>.pprof.
+func profile(ctx context.Context, s *server, o options, kind string) error {
+	data, err := s.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", fmt.Sprint(int(o.profileFor.Seconds()))).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	return os.WriteFile(filepath.Join(o.profileDir, strings.ReplaceAll(kind, " ", "-")+".pprof"), data, 0o644)
 }
 
 // benchCRD is a namespaced CRD whose spec has 20 fields and, when rules is set, 5 CEL
