@@ -10,7 +10,6 @@ import (
 	"github.com/wasmplane/wasmplane/core/admission"
 	"github.com/wasmplane/wasmplane/core/api"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
-	"github.com/wasmplane/wasmplane/core/apiserver/resources"
 	"github.com/wasmplane/wasmplane/core/storage"
 	"github.com/wasmplane/wasmplane/core/storage/storagetest"
 	corev1 "k8s.io/api/core/v1"
@@ -53,15 +52,7 @@ func TestCreateDefaultsOnlyWhatItMust(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	client := storagetest.Client(t)
-	var base *registry.Resource
-	for _, d := range resources.Core() {
-		if d.Resource.Name == "configmaps" {
-			base = d.Resource
-		}
-	}
-	if base == nil {
-		t.Fatal("no configmaps resource")
-	}
+	base := configMaps(t)
 	for i, tc := range []struct {
 		name               string
 		onlyIfChanged      bool

@@ -64,7 +64,7 @@ func main() {
 	flag.IntVar(&o.crds, "crds", 200, "CRDs installed before the discovery figures (0 skips them)")
 	flag.IntVar(&o.memoryObjects, "memory-objects", 0, "store this many 1 KiB custom objects, then report each side's resident memory (0 skips it)")
 	flag.DurationVar(&o.memoryTimeout, "memory-timeout", 10*time.Minute, "stop storing objects for the memory figures after this long, per server")
-	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "write wasmplane's CPU profile of each kind's first round of creates here")
+	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "write wasmplane's CPU profile of each kind's first round of creates (and its heap profile after the memory phase) here")
 	flag.DurationVar(&o.profileFor, "cpuprofile-for", 5*time.Second, "how long each CPU profile runs (keep it shorter than a round)")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
@@ -254,6 +254,15 @@ func memoryFigures(ctx context.Context, s *server, o options) error {
 	select {
 	case <-time.After(10 * time.Second):
 	case <-ctx.Done():
+	}
+	if o.profileDir != "" && s.name == "wasmplane" {
+		heap, err := s.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/heap").DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("heap profile: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(o.profileDir, "memory-heap.pprof"), heap, 0o644); err != nil {
+			return err
+		}
 	}
 	s.rss = map[string]int64{}
 	for name, p := range s.cp.Procs {
