@@ -66,7 +66,16 @@ type Attributes struct {
 	memo *memo
 	// values are what plugins keep for the rest of the request (SetValue).
 	values map[any]any
+	// admitted is set once a chain's mutating phase ran to its end, and dynamicChange
+	// when one of its dynamic plugins changed the object meanwhile.
+	admitted, dynamicChange bool
 }
+
+// MaybeChangedByDynamic reports whether a dynamic mutating plugin (webhook, admission
+// policy, WASM plugin) may have changed the object: false only once a chain's mutating
+// phase ran and compared the object before and after each of them. Built-in plugins
+// are not counted: they change only objects of their own built-in kinds.
+func (a *Attributes) MaybeChangedByDynamic() bool { return !a.admitted || a.dynamicChange }
 
 // Value returns what a plugin kept under key for this request (SetValue), or nil.
 func (a *Attributes) Value(key any) any { return a.values[key] }
@@ -190,6 +199,7 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 		return nil
 	}
 	t := trace.From(ctx)
+	a.admitted, a.dynamicChange = false, false
 	for _, m := range c.Mutating {
 		start := time.Now()
 		err := m.Admit(ctx, a)
@@ -205,6 +215,7 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 		dynamic = append(dynamic, ms...)
 	}
 	if len(dynamic) == 0 {
+		a.admitted = true
 		return nil
 	}
 	defer a.startMemo()()
@@ -223,6 +234,7 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 		}
 		if changed {
 			a.memo.forget()
+			a.dynamicChange = true
 		}
 		t.Add(start, "admission", m.Name(), outcome(phase, err, changed), errText(err))
 		return changed, err
@@ -252,6 +264,7 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 			}
 		}
 	}
+	a.admitted = true
 	return nil
 }
 

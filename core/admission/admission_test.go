@@ -473,3 +473,40 @@ func TestWarnings(t *testing.T) {
 		}
 	})
 }
+
+// TestMaybeChangedByDynamic checks what the chain tells the store about dynamic
+// plugins' changes, by which a custom object is pruned and coerced again or not.
+func TestMaybeChangedByDynamic(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		chain func(c *calls) *admission.Chain
+		want  bool
+	}{
+		{name: "no chain ran", chain: nil, want: true},
+		{name: "no dynamic plugin", chain: func(c *calls) *admission.Chain {
+			return &admission.Chain{Mutating: []admission.Mutator{&mutator{name: "builtin", c: c}}}
+		}, want: false},
+		{name: "dynamic plugin changing nothing", chain: func(c *calls) *admission.Chain {
+			return &admission.Chain{Sources: []admission.Source{&source{ms: []admission.Mutator{&mutator{name: "a", c: c}}}}}
+		}, want: false},
+		{name: "dynamic plugin changing the object in place", chain: func(c *calls) *admission.Chain {
+			return &admission.Chain{Sources: []admission.Source{&source{ms: []admission.Mutator{
+				&mutator{name: "a", c: c, fn: setLabel("k", "v")}, &mutator{name: "b", c: c}}}}}
+		}, want: true},
+		{name: "dynamic plugin replacing the object", chain: func(c *calls) *admission.Chain {
+			return &admission.Chain{Sources: []admission.Source{&source{ms: []admission.Mutator{&mutator{name: "a", c: c, fn: replaceWithLabel("k", "v")}}}}}
+		}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := podAttributes()
+			if tc.chain != nil {
+				if err := tc.chain(&calls{}).Admit(context.Background(), a); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := a.MaybeChangedByDynamic(); got != tc.want {
+				t.Errorf("MaybeChangedByDynamic() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/munnerz/goautoneg"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -29,41 +30,71 @@ const (
 	aggregatedParams = ";g=" + aggregatedGroup + ";v=" + aggregatedVersion + ";as=" + aggregatedKind
 )
 
-// aggregatedDocument is one aggregated discovery document (of /api or of /apis), encoded
-// once per media type each time the served resources change.
+// aggregatedDocument is one aggregated discovery document (of /api or of /apis). It is
+// encoded on first use, once per media type asked for: the served resources change with
+// every CustomResourceDefinition, and most of those documents are never read.
 type aggregatedDocument struct {
-	// media are the encodings in Kubernetes' negotiation order (JSON, YAML, protobuf).
-	media []runtime.SerializerInfo
-	// bodies holds the encoding of each media type of media.
-	bodies map[string][]byte
+	list *apidiscoveryv2.APIGroupDiscoveryList
+
+	prepared sync.Once
+	// err is why the document cannot be encoded; set by prepare.
+	err error
+	// encoders by media type, and media in Kubernetes' negotiation order (JSON, YAML,
+	// protobuf); set by prepare.
+	encoders map[string]runtime.Encoder
+	media    []runtime.SerializerInfo
 	// etag is the quoted ETag (sha512 of the JSON, as Kubernetes computes it).
 	etag string
+
+	mu sync.Mutex
+	// bodies holds each media type's encoding once made.
+	bodies map[string][]byte
 }
 
-// newAggregatedDocument encodes list in every media type the apidiscovery scheme serves.
-func newAggregatedDocument(list *apidiscoveryv2.APIGroupDiscoveryList) (*aggregatedDocument, error) {
-	scheme := runtime.NewScheme()
-	if err := apidiscoveryv2.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("registering apidiscovery.k8s.io/v2: %w", err)
-	}
-	codecs := serializer.NewCodecFactory(scheme)
-	d := &aggregatedDocument{bodies: map[string][]byte{}}
-	for _, info := range codecs.SupportedMediaTypes() {
-		var buf bytes.Buffer
-		if err := codecs.EncoderForVersion(info.Serializer, apidiscoveryv2.SchemeGroupVersion).Encode(list, &buf); err != nil {
-			return nil, fmt.Errorf("encoding aggregated discovery as %s: %w", info.MediaType, err)
+// newAggregatedDocument returns list's document, encoded when first served.
+func newAggregatedDocument(list *apidiscoveryv2.APIGroupDiscoveryList) *aggregatedDocument {
+	return &aggregatedDocument{list: list, bodies: map[string][]byte{}}
+}
+
+// prepare sets up the encoders and the ETag, once.
+func (d *aggregatedDocument) prepare() error {
+	d.prepared.Do(func() {
+		scheme := runtime.NewScheme()
+		if err := apidiscoveryv2.AddToScheme(scheme); err != nil {
+			d.err = fmt.Errorf("registering apidiscovery.k8s.io/v2: %w", err)
+			return
 		}
-		d.media = append(d.media, info)
-		d.bodies[info.MediaType] = buf.Bytes()
+		codecs := serializer.NewCodecFactory(scheme)
+		d.encoders = map[string]runtime.Encoder{}
+		for _, info := range codecs.SupportedMediaTypes() {
+			d.media = append(d.media, info)
+			d.encoders[info.MediaType] = codecs.EncoderForVersion(info.Serializer, apidiscoveryv2.SchemeGroupVersion)
+		}
+		// Like Kubernetes' calculateETag: the hash of the plain JSON of the list, so that
+		// the ETag is the same whatever encoding a client asks for.
+		raw, err := json.Marshal(d.list)
+		if err != nil {
+			d.err = fmt.Errorf("hashing aggregated discovery: %w", err)
+			return
+		}
+		d.etag = strconv.Quote(fmt.Sprintf("%X", sha512.Sum512(raw)))
+	})
+	return d.err
+}
+
+// body is the document encoded as mediaType.
+func (d *aggregatedDocument) body(mediaType string) ([]byte, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if b, ok := d.bodies[mediaType]; ok {
+		return b, nil
 	}
-	// Like Kubernetes' calculateETag: the hash of the plain JSON of the list, so that the
-	// ETag is the same whatever encoding a client asks for.
-	raw, err := json.Marshal(list)
-	if err != nil {
-		return nil, fmt.Errorf("hashing aggregated discovery: %w", err)
+	var buf bytes.Buffer
+	if err := d.encoders[mediaType].Encode(d.list, &buf); err != nil {
+		return nil, fmt.Errorf("encoding aggregated discovery as %s: %w", mediaType, err)
 	}
-	d.etag = strconv.Quote(fmt.Sprintf("%X", sha512.Sum512(raw)))
-	return d, nil
+	d.bodies[mediaType] = buf.Bytes()
+	return buf.Bytes(), nil
 }
 
 // negotiate returns the media type to answer an aggregated discovery request in, or false
@@ -106,17 +137,24 @@ func (d *aggregatedDocument) serve(w http.ResponseWriter, req *http.Request, inf
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
+	body, err := d.body(info.MediaType)
+	if err != nil {
+		h.Del("ETag")
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	// The media type names the kind, as kube-apiserver's generateMediaTypeWithGVK does:
 	// client-go decodes the body as aggregated discovery only when the Content-Type says so.
 	h.Set("Content-Type", info.MediaType+aggregatedParams)
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(d.bodies[info.MediaType])
+	_, _ = w.Write(body)
 }
 
 // serveAggregated serves doc to a request that asks for aggregated discovery and
-// reports whether it did; a nil doc serves nothing.
+// reports whether it did; a nil doc, or one that cannot be encoded, serves nothing (the
+// legacy document is served instead).
 func serveAggregated(doc *aggregatedDocument, w http.ResponseWriter, req *http.Request) bool {
-	if doc == nil {
+	if doc == nil || doc.prepare() != nil {
 		return false
 	}
 	info, ok := doc.negotiate(req.Header.Get("Accept"))

@@ -331,6 +331,7 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 		res := v.Resource
 		res.StoragePrefix = prefix
 		res.Warning = v.Deprecation
+		res.DefaultOnlyIfAdmissionChanged = true
 		coerce := v.Coerce
 		res.Prune = func(obj runtime.Object) ([]string, error) {
 			u, ok := obj.(*unstructured.Unstructured)

@@ -44,16 +44,11 @@ func newDiscovery(routes *endpoints.Routes, aggregated []aggregator.Version) *di
 		d.groups[d.groupList.Groups[i].Name] = &d.groupList.Groups[i]
 	}
 	apiList, apisList, err := aggregatedDocuments(d.versions, d.groupList)
-	if err == nil {
-		d.api, err = newAggregatedDocument(apiList)
-	}
-	if err == nil {
-		d.apis, err = newAggregatedDocument(apisList)
-	}
 	if err != nil {
 		slog.Error("aggregated discovery disabled: serving legacy discovery only", "err", err)
-		d.api, d.apis = nil, nil
+		return d
 	}
+	d.api, d.apis = newAggregatedDocument(apiList), newAggregatedDocument(apisList)
 	return d
 }
 

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -163,6 +164,12 @@ type Server struct {
 	// merged is the discovery of cur with the aggregated group versions, rebuilt when
 	// either changes.
 	merged atomic.Pointer[mergedDiscovery]
+	// customOpenAPI keeps the merged OpenAPI v3 document of each group version of custom
+	// resources across snapshots: a CRD's change re-encodes its own group version only.
+	customOpenAPI mergedOpenAPICache
+	// builtinOpenAPI keeps the documents of the built-in resources, which custom
+	// resources coming and going do not change.
+	builtinOpenAPI builtinOpenAPICache
 	// resourceMetrics scrapes kubelets for metrics.k8s.io; nil when it is not served.
 	resourceMetrics *resourceMetrics
 }
@@ -337,6 +344,69 @@ type lazyOpenAPI struct {
 	err   error
 }
 
+// builtinOpenAPICache holds the OpenAPI service of the built-in resources last built.
+type builtinOpenAPICache struct {
+	mu        sync.Mutex
+	resources []openapi.Resource
+	svc       *openapi.Service
+}
+
+// get returns the service documenting resources, built anew only when they differ from
+// the last ones.
+func (c *builtinOpenAPICache) get(scheme *runtime.Scheme, resources []openapi.Resource) (*openapi.Service, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.svc != nil && reflect.DeepEqual(c.resources, resources) {
+		return c.svc, nil
+	}
+	svc, err := openapi.New(scheme, resources, Version().GitVersion)
+	if err != nil {
+		return nil, err
+	}
+	c.resources, c.svc = resources, svc
+	return svc, nil
+}
+
+// mergedOpenAPICache holds, by "apis/<group>/<version>", the documents last merged and
+// their encoding.
+type mergedOpenAPICache struct {
+	mu   sync.Mutex
+	byGV map[string]mergedOpenAPI
+}
+
+type mergedOpenAPI struct {
+	docs []*spec3.OpenAPI
+	json []byte
+}
+
+// encode merges and encodes the documents of each group version, reusing the encoding
+// of a group version whose documents are the very ones merged last time (documents are
+// built once per CRD change and never modified), and forgets group versions no longer
+// served.
+func (c *mergedOpenAPICache) encode(own map[string][]*spec3.OpenAPI) (map[string][]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := make(map[string]mergedOpenAPI, len(own))
+	extra := make(map[string][]byte, len(own))
+	for gv, docs := range own {
+		if prev, ok := c.byGV[gv]; ok && slices.Equal(prev.docs, docs) {
+			next[gv], extra[gv] = prev, prev.json
+			continue
+		}
+		merged, err := builder.MergeSpecsV3(docs...)
+		if err != nil {
+			return nil, fmt.Errorf("merging the OpenAPI documents of %s: %w", gv, err)
+		}
+		data, err := json.Marshal(merged)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the OpenAPI document of %s: %w", gv, err)
+		}
+		next[gv], extra[gv] = mergedOpenAPI{docs: docs, json: data}, data
+	}
+	c.byGV = next
+	return extra, nil
+}
+
 func (l *lazyOpenAPI) get() (*openapi.Service, error) {
 	l.once.Do(func() { l.svc, l.err = l.build() })
 	return l.svc, l.err
@@ -371,29 +441,15 @@ func (s *Server) newSnapshot(list []*served) *snapshot {
 		}
 	}
 	snap.openAPI = &lazyOpenAPI{build: func() (*openapi.Service, error) {
-		svc, err := openapi.New(s.scheme, resources, Version().GitVersion)
+		base, err := s.builtinOpenAPI.get(s.scheme, resources)
 		if err != nil {
 			return nil, err
 		}
-		if len(ownV2) > 0 {
-			if err := svc.SetExtraV2(ownV2); err != nil {
-				return nil, err
-			}
+		extra, err := s.customOpenAPI.encode(own)
+		if err != nil {
+			return nil, err
 		}
-		if len(own) == 0 {
-			return svc, nil
-		}
-		extra := map[string][]byte{}
-		for gv, docs := range own {
-			merged, err := builder.MergeSpecsV3(docs...)
-			if err != nil {
-				return nil, fmt.Errorf("merging the OpenAPI documents of %s: %w", gv, err)
-			}
-			if extra[gv], err = json.Marshal(merged); err != nil {
-				return nil, fmt.Errorf("encoding the OpenAPI document of %s: %w", gv, err)
-			}
-		}
-		return svc, svc.SetExtraV3(extra)
+		return base.WithExtra(ownV2, extra)
 	}}
 	return snap
 }

@@ -213,6 +213,8 @@ func (s *Scope) Create(w http.ResponseWriter, req *http.Request, r Request) {
 			return nil, err
 		}
 		obj = s.trackUpdate(r, nil, nil, obj, manager)
+		// trackUpdate defaults the object whenever it records managed fields.
+		opts.Defaulted = s.Fields.For(r.Subresource) != nil
 		return s.Store.Create(ctx, r.Namespace, obj, opts)
 	})
 }

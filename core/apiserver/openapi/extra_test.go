@@ -2,6 +2,8 @@ package openapi
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	openapiv2 "github.com/google/gnostic-models/openapiv2"
@@ -64,6 +66,50 @@ func TestSetExtraV2(t *testing.T) {
 			}
 			if (svc.v2JSON.etag != base.etag) != tc.wantAdded {
 				t.Errorf("ETag moved: %v, want %v", svc.v2JSON.etag != base.etag, tc.wantAdded)
+			}
+		})
+	}
+}
+
+// WithExtra serves the built-in documents with the extra ones added (v2 once asked for,
+// v3 at once) and leaves the service it came from as it was.
+func TestWithExtra(t *testing.T) {
+	base := newTestService(t)
+	before := base.v2JSON.etag
+	beforeV3 := len(base.v3.Load().docs)
+	extra := &spec.Swagger{SwaggerProps: spec.SwaggerProps{Definitions: spec.Definitions{
+		"com.example.v1.Widget": *spec.StringProperty().WithDescription("a widget")}}}
+	for _, tc := range []struct {
+		name    string
+		v2      []*spec.Swagger
+		v3      map[string][]byte
+		wantDef bool
+	}{
+		{name: "nothing added", wantDef: false},
+		{name: "custom resources added", v2: []*spec.Swagger{extra}, v3: map[string][]byte{"apis/example.com/v1": []byte(`{"openapi":"3.0.0"}`)}, wantDef: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc, err := base.WithExtra(tc.v2, tc.v3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			svc.V2().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/openapi/v2", nil))
+			if rec.Code != http.StatusOK {
+				t.Fatalf("GET /openapi/v2: %d %s", rec.Code, rec.Body)
+			}
+			var got spec.Swagger
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := got.Definitions["com.example.v1.Widget"]; ok != tc.wantDef {
+				t.Errorf("v2 has the extra definition: %v, want %v", ok, tc.wantDef)
+			}
+			if got, want := len(svc.v3.Load().docs), beforeV3+len(tc.v3); got != want {
+				t.Errorf("%d v3 documents, want %d", got, want)
+			}
+			if base.v2JSON.etag != before || len(base.v3.Load().docs) != beforeV3 {
+				t.Error("the base service changed")
 			}
 		})
 	}

@@ -115,6 +115,11 @@ type Service struct {
 	v2Base  v2Rendered
 	v2JSON  representation
 	v2Proto *lazyProto
+	// v2Extra, set by WithExtra, is added to v2Base when the v2 document is first asked
+	// for (v2Once), or v2Err says why it could not be.
+	v2Extra []*spec.Swagger
+	v2Once  sync.Once
+	v2Err   error
 	// base are the built-in v3 documents; v3 is what is served now.
 	base map[string]*v3Doc
 	v3   atomic.Pointer[v3Set]
@@ -172,6 +177,31 @@ func (s *Service) SetExtraV2(extra []*spec.Swagger) error {
 	}
 	s.setV2(data)
 	return nil
+}
+
+// WithExtra returns a Service serving s's built-in documents with documents built
+// elsewhere (custom resources') added: extraV2's definitions, parameters and paths to
+// the v2 document, as SetExtraV2 adds them but only once the v2 document is asked for,
+// and extraV3 (JSON by "apis/<group>/<version>") beside the v3 documents. s is not
+// changed and its built-in documents are shared rather than rebuilt: the custom
+// resources change far more often than the built-in ones.
+func (s *Service) WithExtra(extraV2 []*spec.Swagger, extraV3 map[string][]byte) (*Service, error) {
+	out := &Service{modTime: time.Now(), v2Base: s.v2Base, base: s.base, v2Extra: extraV2}
+	out.setV2(s.v2Base.data)
+	if err := out.setV3(extraV3, out.modTime); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// addV2Extra adds WithExtra's v2 documents, once.
+func (s *Service) addV2Extra() error {
+	s.v2Once.Do(func() {
+		if len(s.v2Extra) > 0 {
+			s.v2Err = s.SetExtraV2(s.v2Extra)
+		}
+	})
+	return s.v2Err
 }
 
 // SetExtraV3 replaces the run-time v3 documents (JSON, by "apis/<group>/<version>").
@@ -244,6 +274,10 @@ func (s *Service) V2() http.Handler {
 			return
 		}
 		w.Header().Add("Vary", "Accept")
+		if err := s.addV2Extra(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 		switch negotiate(r.Header.Get("Accept"), "json", protoV2Legacy, protoV2) {
 		case "json":
 			serve(w, r, s.modTime, "application/json", s.v2JSON)

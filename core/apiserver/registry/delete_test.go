@@ -19,6 +19,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// configMaps is the built-in ConfigMap resource, which these tests store.
+func configMaps(t *testing.T) *registry.Resource {
+	t.Helper()
+	for _, d := range resources.Core() {
+		if d.Resource.Name == "configmaps" {
+			return d.Resource
+		}
+	}
+	t.Fatal("no configmaps resource")
+	return nil
+}
+
 // replacingStorage deletes the object and creates it anew (a new uid) just before the
 // first Delete reaches storage: what a concurrent DELETE and POST of the same name do
 // between a delete's read of the object and its write.
@@ -53,15 +65,7 @@ func TestDeleteOfAReplacedObject(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	client := storagetest.Client(t)
-	var res *registry.Resource
-	for _, d := range resources.Core() {
-		if d.Resource.Name == "configmaps" {
-			res = d.Resource
-		}
-	}
-	if res == nil {
-		t.Fatal("no configmaps resource")
-	}
+	res := configMaps(t)
 	tests := []struct {
 		name string
 		// pre makes the client's preconditions from the uid and resourceVersion of the

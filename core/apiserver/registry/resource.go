@@ -128,6 +128,11 @@ type Resource struct {
 	// and returns their paths, which fieldValidation turns into warnings or an error
 	// (custom resources' structural pruning).
 	Prune func(obj runtime.Object) (unknownFields []string, err error)
+	// DefaultOnlyIfAdmissionChanged tells the store that no built-in admission plugin
+	// changes the resource's objects (custom resources), so that defaulting again after
+	// mutating admission, which for custom resources prunes and coerces the whole object,
+	// is only needed when a dynamic plugin changed it.
+	DefaultOnlyIfAdmissionChanged bool
 	// Warning, when set, is sent as a Warning header with every response of the resource
 	// (a deprecated custom resource version).
 	Warning string

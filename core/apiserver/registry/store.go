@@ -107,6 +107,20 @@ type WriteOptions struct {
 	Admission Admission
 	// Subresource is the subresource written through ("status", "binding", …).
 	Subresource string
+	// Defaulted says the caller already applied the strategy's defaults to the object
+	// (the create handler does, to record managed fields of the defaulted object), so
+	// the store does not repeat them before admission.
+	Defaulted bool
+}
+
+// defaultAdmitted applies the strategy's defaults to an object that went through
+// mutating admission, unless the resource says only a dynamic plugin's change needs
+// them again and none made one.
+func (s *Store) defaultAdmitted(strategy Strategy, obj runtime.Object, attrs *admission.Attributes) {
+	if s.Resource.DefaultOnlyIfAdmissionChanged && !attrs.MaybeChangedByDynamic() {
+		return
+	}
+	strategy.Default(obj)
 }
 
 func (o WriteOptions) admit(ctx context.Context, a *admission.Attributes) error {
@@ -200,7 +214,9 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 	} else {
 		accessor.SetGeneration(0)
 	}
-	s.Resource.Strategy.Default(obj)
+	if !opts.Defaulted {
+		s.Resource.Strategy.Default(obj)
+	}
 	s.Resource.Strategy.PrepareForCreate(ctx, obj)
 	attrs := s.attributes(ctx, admission.Create, namespace, accessor.GetName(), obj, nil, opts)
 	if err := opts.admit(ctx, attrs); err != nil {
@@ -211,7 +227,7 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 	if accessor, err = meta.Accessor(obj); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	s.Resource.Strategy.Default(obj)
+	s.defaultAdmitted(s.Resource.Strategy, obj, attrs)
 	// Kubernetes prepares the object after mutating admission: what the server derives
 	// (a pod's QoS class from LimitRanger's defaults) sees the plugins' changes.
 	s.Resource.Strategy.PrepareForCreate(ctx, obj)
@@ -520,7 +536,7 @@ func (s *Store) Update(ctx context.Context, namespace, name string, objFunc Upda
 		if accessor, err = meta.Accessor(obj); err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
-		strategy.Default(obj)
+		s.defaultAdmitted(strategy, obj, attrs)
 		if s.Resource.TracksGeneration && specChanged(obj, current) {
 			accessor.SetGeneration(existingMeta.GetGeneration() + 1)
 		}

@@ -2,7 +2,8 @@
 // v1.37.2 + etcd side by side, in one run: creates/s of a custom object whose schema
 // has 20 fields and 5 CEL rules, with 32 clients, beside ConfigMap creates/s of the same
 // size on the same server; then, with 200 CRDs installed, how long discovery takes (all
-// resources, aggregated) and how soon CRD number 201 is Established.
+// resources, aggregated), how long the real kubectl's api-resources and explain take
+// (wall time, cold cache) and how soon CRD number 201 is Established.
 //
 //	go run ./tests/bench/crd -peers /work/peers
 package main
@@ -12,8 +13,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -21,6 +26,7 @@ import (
 
 	"github.com/wasmplane/wasmplane/tests/internal/peers"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +43,14 @@ type options struct {
 	peersDir, only, bin string
 	creates, workers    int
 	rounds, crds        int
+	// profileDir, when set, receives a CPU profile of wasmplane for each kind's first
+	// round of creates (its /debug/pprof/profile).
+	profileDir string
+	profileFor time.Duration
+	// memoryObjects 1 KiB custom objects are stored, within memoryTimeout, before the
+	// servers' resident memory is read (0 skips that phase).
+	memoryObjects int
+	memoryTimeout time.Duration
 }
 
 func main() {
@@ -48,6 +62,10 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 32, "parallel clients")
 	flag.IntVar(&o.rounds, "rounds", 2, "rounds (kinds and servers take turns in each)")
 	flag.IntVar(&o.crds, "crds", 200, "CRDs installed before the discovery figures (0 skips them)")
+	flag.IntVar(&o.memoryObjects, "memory-objects", 0, "store this many 1 KiB custom objects, then report each side's resident memory (0 skips it)")
+	flag.DurationVar(&o.memoryTimeout, "memory-timeout", 10*time.Minute, "stop storing objects for the memory figures after this long, per server")
+	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "write wasmplane's CPU profile of each kind's first round of creates (and its heap profile after the memory phase) here")
+	flag.DurationVar(&o.profileFor, "cpuprofile-for", 5*time.Second, "how long each CPU profile runs (keep it shorter than a round)")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
 		slog.Error("benchmark failed", "err", err)
@@ -67,6 +85,12 @@ type server struct {
 	elapsed map[string]time.Duration
 	// discovery figures
 	discovery, established time.Duration
+	// wall time of kubectl api-resources and kubectl explain <kind>.spec, with a cold
+	// discovery cache
+	apiResources, explain time.Duration
+	// memory figures: objects stored, and resident bytes by process
+	stored int
+	rss    map[string]int64
 }
 
 func run(ctx context.Context, o options) error {
@@ -119,7 +143,17 @@ func run(ctx context.Context, o options) error {
 	for round := range o.rounds {
 		for _, s := range servers {
 			for _, kind := range []string{"custom object", "ConfigMap"} {
+				var profiled chan error
+				if o.profileDir != "" && round == 0 && s.name == "wasmplane" {
+					profiled = make(chan error, 1)
+					go func() { profiled <- profile(ctx, s, o, kind) }()
+				}
 				n, d, err := creates(ctx, s, kind, fmt.Sprintf("r%d", round), o)
+				if profiled != nil {
+					if perr := <-profiled; perr != nil && err == nil {
+						err = perr
+					}
+				}
 				if err != nil {
 					return fmt.Errorf("%s %s round %d: %w", s.name, kind, round+1, err)
 				}
@@ -130,19 +164,129 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.crds > 0 {
 		for _, s := range servers {
-			if err := discoveryFigures(ctx, s, o.crds); err != nil {
+			if err := discoveryFigures(ctx, s, o); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+		}
+	}
+	if o.memoryObjects > 0 {
+		for _, s := range servers {
+			if err := memoryFigures(ctx, s, o); err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
 		}
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "server\tcustom objects/s\tConfigMaps/s\tcustom/ConfigMap\tdiscovery with %d CRDs\tCRD %d Established\n", o.crds, o.crds+1)
+	fmt.Fprintf(tw, "server\tcustom objects/s\tConfigMaps/s\tcustom/ConfigMap\tdiscovery with %d CRDs\tkubectl api-resources\tkubectl explain\tCRD %d Established\n", o.crds, o.crds+1)
 	for _, s := range servers {
 		rate := func(k string) float64 { return float64(s.created[k]) / s.elapsed[k].Seconds() }
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f\t%v\t%v\n", s.name, rate("custom object"), rate("ConfigMap"),
-			rate("custom object")/rate("ConfigMap"), s.discovery.Round(time.Millisecond), s.established.Round(time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f\t%v\t%v\t%v\t%v\n", s.name, rate("custom object"), rate("ConfigMap"),
+			rate("custom object")/rate("ConfigMap"), s.discovery.Round(time.Millisecond), s.apiResources.Round(time.Millisecond),
+			s.explain.Round(time.Millisecond), s.established.Round(time.Millisecond))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if o.memoryObjects == 0 {
+		return nil
+	}
+	fmt.Println()
+	fmt.Fprintf(tw, "server\t1 KiB custom objects stored\tresident memory\tby process\n")
+	for _, s := range servers {
+		var total int64
+		var parts []string
+		for _, name := range slices.Sorted(maps.Keys(s.rss)) {
+			total += s.rss[name]
+			parts = append(parts, fmt.Sprintf("%s %d MiB", name, s.rss[name]>>20))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d MiB\t%s\n", s.name, s.stored, total>>20, strings.Join(parts, ", "))
 	}
 	return tw.Flush()
+}
+
+// memoryFigures stores o.memoryObjects custom objects of 1 KiB of data each (fewer if
+// o.memoryTimeout passes first), lets the server settle, and reads the resident memory
+// of each of its processes (wasmplane embeds its etcd; kube-apiserver has one beside).
+func memoryFigures(ctx context.Context, s *server, o options) error {
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "payloads.memory.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "memory.example.com", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "payloads", Kind: "Payload"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"data": {Type: "string", MaxLength: ptrTo[int64](4096)}}}}}}}}}}
+	if err := establish(ctx, s, crd); err != nil {
+		return err
+	}
+	payloads := s.dyn.Resource(schema.GroupVersionResource{Group: "memory.example.com", Version: "v1", Resource: "payloads"}).Namespace("default")
+	data := strings.Repeat("0123456789abcdef", 64) // 1 KiB
+	storing, cancel := context.WithTimeout(ctx, o.memoryTimeout)
+	defer cancel()
+	var next, stored atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range o.workers {
+		wg.Go(func() {
+			for storing.Err() == nil {
+				i := next.Add(1)
+				if i > int64(o.memoryObjects) {
+					return
+				}
+				obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "memory.example.com/v1", "kind": "Payload",
+					"metadata": map[string]any{"name": fmt.Sprintf("p-%06d", i)}, "spec": map[string]any{"data": data}}}
+				if _, err := payloads.Create(storing, obj, metav1.CreateOptions{}); err != nil {
+					if storing.Err() == nil {
+						once.Do(func() { firstErr = err })
+					}
+					return
+				}
+				stored.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return fmt.Errorf("storing objects: %w", firstErr)
+	}
+	s.stored = int(stored.Load())
+	// Settle: let the watch caches catch up and the runtimes collect; then read RSS.
+	select {
+	case <-time.After(10 * time.Second):
+	case <-ctx.Done():
+	}
+	if o.profileDir != "" && s.name == "wasmplane" {
+		heap, err := s.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/heap").DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("heap profile: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(o.profileDir, "memory-heap.pprof"), heap, 0o644); err != nil {
+			return err
+		}
+	}
+	s.rss = map[string]int64{}
+	for name, p := range s.cp.Procs {
+		if name != "etcd" && name != "kube-apiserver" && name != "wasmplane" {
+			continue
+		}
+		rss, err := peers.RSS(p.Pid)
+		if err != nil {
+			return err
+		}
+		s.rss[name] = rss
+	}
+	return nil
+}
+
+// profile writes the server's CPU profile of the next o.profileFor to
+// o.profileDir/<kind>.pprof.
+func profile(ctx context.Context, s *server, o options, kind string) error {
+	data, err := s.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", fmt.Sprint(int(o.profileFor.Seconds()))).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	return os.WriteFile(filepath.Join(o.profileDir, strings.ReplaceAll(kind, " ", "-")+".pprof"), data, 0o644)
 }
 
 // benchCRD is a namespaced CRD whose spec has 20 fields and, when rules is set, 5 CEL
@@ -238,18 +382,51 @@ func creates(ctx context.Context, s *server, kind, prefix string, o options) (in
 	return o.creates, time.Since(start), firstErr
 }
 
+// timeKubectl runs kubectl with args against kubeconfig with an empty cache directory
+// (what a first command of a fresh client pays) and returns its wall time.
+func timeKubectl(ctx context.Context, kubectl, kubeconfig string, args ...string) (time.Duration, error) {
+	cache, err := os.MkdirTemp("", "kubectl-cache-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(cache)
+	cmd := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfig, "--cache-dir", cache}, args...)...)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return time.Since(start), nil
+}
+
 // discoveryFigures installs n CRDs (without rules: their cost is the serving), then
 // times a full discovery (what kubectl api-resources reads) and the Establishing of one
 // more CRD.
-func discoveryFigures(ctx context.Context, s *server, n int) error {
+func discoveryFigures(ctx context.Context, s *server, o options) error {
+	n := o.crds
 	for i := range n {
 		crd := benchCRD(fmt.Sprintf("things%03d", i), fmt.Sprintf("Thing%03d", i), fmt.Sprintf("g%03d.bench.example.com", i), false)
 		if _, err := s.ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating CRD %d: %w", i, err)
 		}
 	}
-	// Wait until discovery shows them all, then time a fresh client's full discovery.
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+	// Wait until all are Established and discovery shows their groups (the built-in
+	// groups are not counted: the next CRD must not queue behind these), then time a
+	// fresh client's full discovery.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		crds, err := s.ext.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		established := 0
+		for _, crd := range crds.Items {
+			if strings.HasSuffix(crd.Spec.Group, ".bench.example.com") && apiextensionshelpers.IsCRDConditionTrue(&crd, apiextensionsv1.Established) {
+				established++
+			}
+		}
+		if established < n {
+			return false, nil
+		}
 		dc, err := discovery.NewDiscoveryClientForConfig(s.cfg)
 		if err != nil {
 			return false, err
@@ -258,7 +435,13 @@ func discoveryFigures(ctx context.Context, s *server, n int) error {
 		if err != nil {
 			return false, nil
 		}
-		return len(groups.Groups) >= n, nil
+		served := 0
+		for _, g := range groups.Groups {
+			if strings.HasSuffix(g.Name, ".bench.example.com") {
+				served++
+			}
+		}
+		return served >= n, nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for %d CRDs in discovery: %w", n, err)
@@ -272,10 +455,33 @@ func discoveryFigures(ctx context.Context, s *server, n int) error {
 		return fmt.Errorf("discovery: %w", err)
 	}
 	s.discovery = time.Since(start)
+	kubectl := filepath.Join(o.peersDir, "kubectl")
+	if s.apiResources, err = timeKubectl(ctx, kubectl, s.cp.Kubeconfig, "api-resources"); err != nil {
+		return err
+	}
+	if s.explain, err = timeKubectl(ctx, kubectl, s.cp.Kubeconfig, "explain", "things000.spec"); err != nil {
+		return err
+	}
 	start = time.Now()
 	if err := establish(ctx, s, benchCRD("lastthings", "LastThing", "last.bench.example.com", false)); err != nil {
 		return err
 	}
 	s.established = time.Since(start)
-	return nil
+	if o.profileDir == "" || s.name != "wasmplane" {
+		return nil
+	}
+	// One CRD is too quick to profile: more are created one by one while it runs.
+	profiled := make(chan error, 1)
+	go func() { profiled <- profile(ctx, s, o, "CRD establishing") }()
+	for i := 0; ; i++ {
+		select {
+		case err := <-profiled:
+			return err
+		default:
+		}
+		crd := benchCRD(fmt.Sprintf("morethings%03d", i), fmt.Sprintf("MoreThing%03d", i), fmt.Sprintf("m%03d.bench.example.com", i), false)
+		if err := establish(ctx, s, crd); err != nil {
+			return err
+		}
+	}
 }
