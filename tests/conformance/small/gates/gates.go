@@ -9,8 +9,8 @@
 package gates
 
 import (
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	metricsfeatures "k8s.io/component-base/metrics/features"
 )
 
