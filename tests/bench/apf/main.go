@@ -147,7 +147,7 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
-	print(os.Stdout, sides, o)
+	printResults(os.Stdout, sides, o)
 	return nil
 }
 
@@ -291,7 +291,8 @@ func creates(ctx context.Context, url string, users []*http.Client, prefix strin
 	return lat, failures, nil
 }
 
-func print(w io.Writer, sides []*side, o options) {
+// printResults prints one line of figures per server and the flood LISTs that failed oddly.
+func printResults(w io.Writer, sides []*side, o options) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "server\tLIST capacity/s\tflood offered/s\tserved/s\t429/s\tnot sent/s\tbaseline create p50 / p99\tflooded create p50 / p99\tp99 ratio\tcreates baseline / flooded\n")
 	for _, s := range sides {
