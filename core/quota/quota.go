@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // classicNames are the object-count names quota had before count/<resource>.
@@ -178,6 +179,17 @@ func Usage(gr schema.GroupResource, obj runtime.Object, now time.Time) corev1.Re
 				out[corev1.ResourceName("limits."+string(n))] = q.DeepCopy()
 			}
 		}
+		// Huge pages are charged under both names, extended resources under requests.
+		// only, as Kubernetes' pod evaluator does.
+		for n, q := range req {
+			switch {
+			case strings.HasPrefix(string(n), corev1.ResourceHugePagesPrefix):
+				out[n] = q.DeepCopy()
+				out[corev1.DefaultResourceRequestsPrefix+n] = q.DeepCopy()
+			case extendedResource(n):
+				out[corev1.DefaultResourceRequestsPrefix+n] = q.DeepCopy()
+			}
+		}
 		return out
 	}
 	if p, ok := obj.(*wasmv1.WasmPlugin); ok && gr == WasmPlugins {
@@ -190,6 +202,32 @@ func Usage(gr schema.GroupResource, obj runtime.Object, now time.Time) corev1.Re
 		out[n] = *resource.NewQuantity(1, resource.DecimalSI)
 	}
 	return out
+}
+
+// ChargesPods reports whether pods are charged for the quota resource name: the names of
+// Names, and the requests of extended resources and huge pages, which are open-ended.
+func ChargesPods(name corev1.ResourceName) bool {
+	return Names(schema.GroupResource{Resource: "pods"}).Has(name) || podRequestName(name)
+}
+
+// podRequestName reports whether name is requests.<extended resource> or
+// [requests.]hugepages-<size>, the forms Kubernetes' pod evaluator charges them under.
+func podRequestName(name corev1.ResourceName) bool {
+	rest, requests := strings.CutPrefix(string(name), corev1.DefaultResourceRequestsPrefix)
+	if strings.HasPrefix(rest, corev1.ResourceHugePagesPrefix) {
+		return true
+	}
+	return requests && extendedResource(corev1.ResourceName(rest))
+}
+
+// extendedResource is Kubernetes' rule for an extended resource name: a domain-qualified
+// name outside kubernetes.io that stays a qualified name under the requests. prefix.
+func extendedResource(name corev1.ResourceName) bool {
+	n := string(name)
+	if !strings.Contains(n, "/") || strings.Contains(n, corev1.ResourceDefaultNamespacePrefix) || strings.HasPrefix(n, corev1.DefaultResourceRequestsPrefix) {
+		return false
+	}
+	return len(validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+n)) == 0
 }
 
 // PodCounts reports whether a pod still uses quota: not terminal, and not stuck
@@ -304,9 +342,10 @@ func isBestEffort(pod *corev1.Pod) bool {
 // Matching returns the names among hard that objects of gr are charged for.
 func Matching(gr schema.GroupResource, hard corev1.ResourceList) []corev1.ResourceName {
 	names := Names(gr)
+	pods := gr == schema.GroupResource{Resource: "pods"}
 	var out []corev1.ResourceName
 	for n := range hard {
-		if names.Has(n) {
+		if names.Has(n) || pods && podRequestName(n) {
 			out = append(out, n)
 		}
 	}

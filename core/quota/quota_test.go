@@ -23,6 +23,8 @@ func TestUsage(t *testing.T) {
 			{Name: "a", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}, Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}},
 			{Name: "b", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}}},
 		}}}
+	extended := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		"example.com/dongle": resource.MustParse("2"), "hugepages-2Mi": resource.MustParse("4Mi"), "kubernetes.io/native": resource.MustParse("1")}}}}}}
 	done := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}
 	stuck := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &metav1.Time{Time: now.Add(-time.Minute)}, DeletionGracePeriodSeconds: ptr.To(int64(30))}}
 	tests := []struct {
@@ -32,6 +34,7 @@ func TestUsage(t *testing.T) {
 		want string
 	}{
 		{name: "pod with init max", gr: podGR, obj: withRes, want: "count/pods=1,cpu=2,limits.memory=1Gi,pods=1,requests.cpu=2"},
+		{name: "extended resources and huge pages", gr: podGR, obj: extended, want: "count/pods=1,hugepages-2Mi=4Mi,pods=1,requests.example.com/dongle=2,requests.hugepages-2Mi=4Mi"},
 		{name: "terminal pod counts as object only", gr: podGR, obj: done, want: "count/pods=1"},
 		{name: "pod stuck terminating", gr: podGR, obj: stuck, want: "count/pods=1"},
 		{name: "secret", gr: schema.GroupResource{Resource: "secrets"}, obj: &corev1.Secret{}, want: "count/secrets=1,secrets=1"},
@@ -43,6 +46,33 @@ func TestUsage(t *testing.T) {
 				t.Errorf("usage = %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestChargesPods(t *testing.T) {
+	tests := []struct {
+		name corev1.ResourceName
+		want bool
+	}{
+		{"requests.cpu", true},
+		{"pods", true},
+		{"requests.example.com/dongle", true},
+		{"example.com/dongle", false}, // extended resources only under requests.
+		{"limits.example.com/dongle", false},
+		{"requests.kubernetes.io/native", false},
+		{"hugepages-2Mi", true},
+		{"requests.hugepages-2Mi", true},
+		{"count/pods", true},
+		{"secrets", false},
+	}
+	for _, tt := range tests {
+		if got := ChargesPods(tt.name); got != tt.want {
+			t.Errorf("ChargesPods(%s) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	hard := corev1.ResourceList{"requests.example.com/dongle": resource.MustParse("3"), "secrets": resource.MustParse("1"), "cpu": resource.MustParse("1")}
+	if got := Matching(schema.GroupResource{Resource: "pods"}, hard); len(got) != 2 || got[0] != "cpu" || got[1] != "requests.example.com/dongle" {
+		t.Errorf("Matching(pods) = %v, want [cpu requests.example.com/dongle]", got)
 	}
 }
 

@@ -231,7 +231,7 @@ func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1
 	podsGR := schema.GroupResource{Resource: "pods"}
 	needPods := false
 	for name := range q.Spec.Hard {
-		if quota.Names(podsGR).Has(name) {
+		if quota.ChargesPods(name) {
 			needPods = true
 			continue
 		}

@@ -47,6 +47,7 @@ func main() {
 	reportOnly := flag.Bool("report", false, "run nothing: read the JUnit reports an earlier run left in -out again, and compare")
 	resume := flag.Bool("resume", false, "run only the specs an earlier run into -out left without a pass or a failure (cut off by -timeout, or skipped), and merge the results")
 	requirePass := flag.Bool("require-pass", false, "exit 1 unless every spec run passed on every side run (for CI)")
+	node := flag.Bool("node", false, "run wasmplane with its built-in node (not --disable-kubelet) and let e2e.test count the schedulable nodes; the results go to -out/node, apart from the API-level list's (the real control plane here has no kubelet and is not run)")
 	flag.Parse()
 	log.SetFlags(0)
 	if *e2e == "" || *out == "" {
@@ -66,6 +67,13 @@ func main() {
 		sides = []string{*only}
 	default:
 		log.Fatalf("-only %q: want wasmplane or peers", *only)
+	}
+	if *node {
+		if *only == "peers" {
+			log.Fatal("-node: the real control plane here has no kubelet; only wasmplane runs node specs")
+		}
+		sides = []string{"wasmplane"}
+		*out = filepath.Join(*out, "node")
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		log.Fatal(err)
@@ -118,7 +126,7 @@ func main() {
 		if len(run) > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 			start := time.Now()
-			got, err := runSide(ctx, side, run, dir, runOpts{e2e: *e2e, peersDir: *peersDir, wasmplane: *wasmplaneBin, kubectl: kubectl, procs: *procs})
+			got, err := runSide(ctx, side, run, dir, runOpts{e2e: *e2e, peersDir: *peersDir, wasmplane: *wasmplaneBin, kubectl: kubectl, procs: *procs, node: *node})
 			cancel()
 			if err != nil {
 				log.Fatalf("%s: %v", side, err)
@@ -190,6 +198,8 @@ func cut(specs []string, slice string) ([]string, error) {
 type runOpts struct {
 	e2e, peersDir, wasmplane, kubectl string
 	procs                             int
+	// node runs wasmplane with its node, for the specs that need one.
+	node bool
 }
 
 // result is one spec's outcome on one side.
@@ -210,6 +220,8 @@ func runSide(ctx context.Context, side string, specs []string, dir string, o run
 	var err error
 	if side == "peers" {
 		cp, err = peers.Start(ctx, peers.Options{Dir: o.peersDir, WorkDir: dir, ControllerManager: true})
+	} else if o.node {
+		cp, err = peers.StartWasmplane(ctx, o.wasmplane, dir)
 	} else {
 		// No node on either side: the list is of API-level specs, and the real control
 		// plane here runs no kubelet either. Registry images would not run on wasmplane's
@@ -284,14 +296,16 @@ func runE2E(ctx context.Context, o runOpts, kubeconfig, dir string, specs []stri
 	args := []string{
 		"--kubeconfig", kubeconfig,
 		"--provider", "skeleton",
-		// Neither side runs a node; without this the suite's set-up looks for schedulable
-		// nodes to count and fails every spec.
-		"--num-nodes", "0",
 		"--report-dir", dir,
 		"--kubectl-path", o.kubectl,
 		"--ginkgo.focus", focus,
 		"--ginkgo.timeout", suiteTimeout.Round(time.Second).String(),
 		"--ginkgo.no-color",
+	}
+	if !o.node {
+		// Neither side runs a node; without this the suite's set-up looks for schedulable
+		// nodes to count and fails every spec. With the node it counts them itself.
+		args = append(args, "--num-nodes", "0")
 	}
 	logf, err := os.Create(filepath.Join(dir, "e2e.log"))
 	if err != nil {
