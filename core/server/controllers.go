@@ -75,20 +75,9 @@ type ControllerConfig struct {
 	PodMetrics podautoscaler.PodMetricsLister
 }
 
-type noControllersKey struct{}
-
-// WithoutControllers returns a context that makes Start skip the built-in controllers, for
-// tests that run a controller manager of their own against the server.
-func WithoutControllers(ctx context.Context) context.Context {
-	return context.WithValue(ctx, noControllersKey{}, true)
-}
-
 // startControllers runs the controllers against the API server through client-go, as a
 // separate controller-manager would; the returned func stops them and waits.
 func startControllers(ctx context.Context, cfg *rest.Config, signingCA *pki.CA, ctrl ControllerConfig, log *slog.Logger) (func(), error) {
-	if v, _ := ctx.Value(noControllersKey{}).(bool); v {
-		return func() {}, nil
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	ready := make(chan error, 1)
 	done := make(chan struct{})

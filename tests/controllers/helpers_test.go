@@ -41,7 +41,7 @@ func newEnv(t *testing.T) *env {
 // newBareEnv starts a server without controllers, for tests that run their own.
 func newBareEnv(t *testing.T) *env {
 	t.Helper()
-	inst, err := server.Start(server.WithoutControllers(context.Background()), server.Config{DataDir: t.TempDir(), Port: 0, Logger: testserver.Logger()})
+	inst, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), Port: 0, DisableControllers: true, Logger: testserver.Logger()})
 	if err != nil {
 		t.Fatalf("starting server: %v", err)
 	}
