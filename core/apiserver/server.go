@@ -118,7 +118,7 @@ type Config struct {
 	// scraped from kubelets (metrics-server's --metric-resolution; 0 = 15 s); negative =
 	// metrics.k8s.io is not served.
 	MetricsResolution time.Duration
-	// Logger receives the server's logs; nil = slog.Default().
+	// Logger receives the server's logs; nil = discarded.
 	Logger *slog.Logger
 	// ProxyClientCertificate is the front-proxy client certificate the aggregation layer
 	// presents to aggregated API servers (kube-apiserver's --proxy-client-cert-file).

@@ -318,7 +318,7 @@ type ControllerManagerOptions struct {
 	// package's LeaseDuration, RenewDeadline and RetryPeriod): a shorter Lease makes a
 	// standby take over sooner after the leader dies.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// Logger receives logs (default slog.Default()).
+	// Logger receives logs (nil = discarded).
 	Logger *slog.Logger
 	// SigningCA, when set, is the cluster CA (certificate and key) the kubelet client
 	// certificate signer signs approved CertificateSigningRequests with; nil = no signer.
@@ -335,7 +335,7 @@ type ControllerManagerOptions struct {
 // the instance campaigns again.
 func RunControllerManager(ctx context.Context, cfg *rest.Config, opts ControllerManagerOptions) error {
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Identity == "" {
 		host, _ := os.Hostname()

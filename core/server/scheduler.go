@@ -73,7 +73,7 @@ type SchedulerPluginsConfig struct {
 	ServerName string
 	// CallBounds bound the guest code of the scheduler's plugins (zero: the defaults).
 	CallBounds wasm.CallBounds
-	// Logger (nil = slog.Default()).
+	// Logger (nil = discarded).
 	Logger *slog.Logger
 }
 
@@ -90,7 +90,7 @@ func (t schedulerTarget) SchedulingCycle() int64 { return t.Queue().SchedulingCy
 func SchedulerPlugins(ctx context.Context, c SchedulerPluginsConfig) (run func(), err error) {
 	log := c.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	cfg := rest.CopyConfig(c.RESTConfig)
 	client, err := kubernetes.NewForConfig(cfg)

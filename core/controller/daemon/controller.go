@@ -46,7 +46,7 @@ const (
 
 // Options tunes a Controller; the zero value is Kubernetes' behaviour.
 type Options struct {
-	// Logger receives logs (default slog.Default()).
+	// Logger receives logs (nil = discarded).
 	Logger *slog.Logger
 	// Recorder receives events (SuccessfulCreate, FailedCreate, SuccessfulDelete); nil = none.
 	Recorder record.EventRecorder
@@ -71,7 +71,7 @@ type Controller struct {
 // ControllerRevision informers.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, opts Options) (*Controller, error) {
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	dsInf := factory.Apps().V1().DaemonSets()
 	podInf := factory.Core().V1().Pods()

@@ -50,7 +50,7 @@ func (c *Controller) SetEventRecorder(r record.EventRecorder) { c.recorder = r }
 // New returns a Deployment controller fed by factory's Deployment, ReplicaSet and Pod informers.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, log *slog.Logger) (*Controller, error) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	dInf, rsInf, podInf := factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods()
 	c := &Controller{

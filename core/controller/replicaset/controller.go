@@ -86,7 +86,7 @@ func replicaSetOwners(client kubernetes.Interface, factory informers.SharedInfor
 type Options struct {
 	// BurstReplicas caps creations/deletions per sync (default BurstReplicas).
 	BurstReplicas int
-	// Logger receives logs (default slog.Default()).
+	// Logger receives logs (nil = discarded).
 	Logger *slog.Logger
 	// WrapPodHandler, when set, wraps the pod event handler; tests use it to simulate an
 	// informer that lags behind the API server.
@@ -123,7 +123,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, o
 		opts.BurstReplicas = BurstReplicas
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Owners == nil {
 		opts.Owners = replicaSetOwners(client, factory)

@@ -48,7 +48,7 @@ const maxMessageSize = 16 << 20
 type Config struct {
 	Socket  string       // unix socket path to listen on
 	RootDir string       // images, sandboxes, container scratch dirs, state
-	Logger  *slog.Logger // nil means slog.Default()
+	Logger  *slog.Logger // nil = discarded
 }
 
 // Server is a running CRI server.
@@ -114,7 +114,7 @@ func serve(ctx context.Context, cfg Config, cacheDir string) (*Server, error) {
 		return nil, errors.New("wasi: Config.RootDir is required")
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	sock, err := filepath.Abs(strings.TrimPrefix(cfg.Socket, "unix://"))
 	if err != nil {
