@@ -63,7 +63,7 @@ type Config struct {
 	// Storage makes each resource's storage.
 	Storage StorageFactory
 	// Authenticator decides who each request is from; nil = everyone is system:admin.
-	Authenticator filters.Authenticator
+	Authenticator authn.Authenticator
 	// Metrics is where request metrics are registered; nil = a private registry.
 	Metrics *prometheus.Registry
 	// MoreMetrics are served on /metrics beside Metrics (metrics the Kubernetes libraries
