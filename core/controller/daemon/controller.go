@@ -172,13 +172,7 @@ func nodeChanged(o, n *corev1.Node) bool {
 
 // ownerOf returns the DaemonSet ref points to, if the cache knows it under that uid.
 func (c *Controller) ownerOf(ns string, ref *metav1.OwnerReference) *appsv1.DaemonSet {
-	if ref == nil || ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
-		return nil
-	}
-	ds, err := c.dsLister.DaemonSets(ns).Get(ref.Name)
-	if err != nil || ds.UID != ref.UID {
-		return nil
-	}
+	ds, _ := controllerref.Resolve(ref, controllerKind, c.dsLister.DaemonSets(ns).Get)
 	return ds
 }
 

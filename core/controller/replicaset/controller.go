@@ -205,13 +205,7 @@ func (c *Controller) deleteRS(obj any) {
 
 // resolveControllerRef returns the ReplicaSet ref points to, if it is the one we know.
 func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference) *appsv1.ReplicaSet {
-	if ref.Kind != c.owners.Kind.Kind || ref.APIVersion != c.owners.Kind.GroupVersion().String() {
-		return nil
-	}
-	rs, err := c.rsLister.ReplicaSets(ns).Get(ref.Name)
-	if err != nil || rs.UID != ref.UID {
-		return nil
-	}
+	rs, _ := controllerref.Resolve(ref, c.owners.Kind, c.rsLister.ReplicaSets(ns).Get)
 	return rs
 }
 
@@ -221,15 +215,7 @@ func (c *Controller) replicaSetsForPod(pod *corev1.Pod) []*appsv1.ReplicaSet {
 	if err != nil {
 		return nil
 	}
-	var out []*appsv1.ReplicaSet
-	for _, rs := range all {
-		sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		out = append(out, rs)
-	}
-	return out
+	return controllerref.Selecting(all, func(rs *appsv1.ReplicaSet) *metav1.LabelSelector { return rs.Spec.Selector }, pod.Labels)
 }
 
 func (c *Controller) addPod(obj any) {
