@@ -123,7 +123,7 @@ func localAPIService(gv schema.GroupVersion, custom bool) *apiregistrationv1.API
 // of every APIService, until ctx ends.
 func (s *Server) RunAPIServices(ctx context.Context, log *slog.Logger) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	store := s.Store(apiServicesResource)
 	if store == nil {

@@ -28,7 +28,7 @@ func newResourceMetrics(s *Server, cfg Config) *resourceMetrics {
 	store := resourcemetrics.NewStore()
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	scraper := resourcemetrics.NewScraper(resourcemetrics.Config{
 		Nodes: func(ctx context.Context) ([]*corev1.Node, error) {

@@ -64,7 +64,7 @@ type Config struct {
 	// Storage makes each resource's storage.
 	Storage StorageFactory
 	// Authenticator decides who each request is from; nil = everyone is system:admin.
-	Authenticator filters.Authenticator
+	Authenticator authn.Authenticator
 	// Metrics is where request metrics are registered; nil = a private registry.
 	Metrics *prometheus.Registry
 	// MoreMetrics are served on /metrics beside Metrics (metrics the Kubernetes libraries
@@ -119,7 +119,7 @@ type Config struct {
 	// scraped from kubelets (metrics-server's --metric-resolution; 0 = 15 s); negative =
 	// metrics.k8s.io is not served.
 	MetricsResolution time.Duration
-	// Logger receives the server's logs; nil = slog.Default().
+	// Logger receives the server's logs; nil = discarded.
 	Logger *slog.Logger
 	// ProxyClientCertificate is the front-proxy client certificate the aggregation layer
 	// presents to aggregated API servers (kube-apiserver's --proxy-client-cert-file).

@@ -37,7 +37,7 @@ func newServiceAllocator(s *Server, cfg *Config) (*servicealloc.Services, error)
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &servicealloc.Services{IPs: ips, Ports: servicealloc.NewPortAllocator(r, store), Log: log}, nil
 }

@@ -32,7 +32,7 @@ type Chain struct {
 	// Anonymous lets requests without credentials in as system:anonymous, for the health
 	// and version paths only.
 	Anonymous bool
-	// Log receives authentication failures; nil = slog.Default().
+	// Log receives authentication failures; nil = discarded.
 	Log *slog.Logger
 }
 
@@ -57,7 +57,7 @@ func AnonymousAllowed(path string) bool {
 func (c *Chain) AuthenticateRequest(req *http.Request) (*User, []string, bool, error) {
 	log := c.Log
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	var errs []error
 	for _, a := range c.Authenticators {

@@ -191,7 +191,7 @@ func New(cfg Config) (*Kubelet, error) {
 		return nil, errors.New("kubelet: root dir is required")
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Port == 0 && cfg.Listener == nil {
 		cfg.Port = DefaultPort

@@ -52,7 +52,7 @@ type BootstrapOptions struct {
 	Timeout time.Duration
 	// PollInterval is how often the request is checked (default 500ms).
 	PollInterval time.Duration
-	// Logger receives progress (default slog.Default()).
+	// Logger receives progress (nil = discarded).
 	Logger *slog.Logger
 }
 
@@ -64,7 +64,7 @@ type BootstrapOptions struct {
 // and the signed certificate, and the result written (0600) for later starts.
 func LoadOrBootstrapKubeconfig(ctx context.Context, opts BootstrapOptions) (*rest.Config, error) {
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.KubeconfigPath == "" {
 		return nil, errors.New("bootstrap: no kubeconfig path")

@@ -62,7 +62,7 @@ func Start(ctx context.Context, cfg Config) (stop func(), err error) {
 		return nil, fmt.Errorf("node: a REST config is required")
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.NodeName == "" {
 		h, err := os.Hostname()

@@ -29,7 +29,7 @@ import (
 type StandaloneOptions struct {
 	// Configuration (nil = default).
 	Configuration *Configuration
-	// Logger (nil = slog.Default()).
+	// Logger (nil = discarded).
 	Logger *slog.Logger
 	// MetricsAddress serves /metrics and /healthz over HTTP ("" = off).
 	MetricsAddress string
@@ -57,7 +57,7 @@ func RunStandalone(ctx context.Context, restCfg *rest.Config, opts StandaloneOpt
 	cfg.SetDefaults()
 	log := opts.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	if opts.Identity == "" {
 		host, _ := os.Hostname()

@@ -37,7 +37,7 @@ type Config struct {
 	OutOfTreeRegistry framework.Registry
 	// Registerer receives the metrics (nil = metrics are kept but not registered).
 	Registerer prometheus.Registerer
-	// Logger (nil = slog.Default()).
+	// Logger (nil = discarded).
 	Logger *slog.Logger
 	// PodMaxInUnschedulablePodsDuration (0 = 5 min) bounds how long an unschedulable pod
 	// waits without a cluster event before it is retried anyway.
@@ -95,7 +95,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, c
 	}
 	log := c.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Scheduler{
 		client:      client,

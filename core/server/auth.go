@@ -291,26 +291,22 @@ func newAuthorizer(loopback *rest.Config) (informers.SharedInformerFactory, auth
 
 // startAuthorizer starts the authorizer's informers, bootstraps the default RBAC policy
 // and waits until the authorizer sees it, so that no user meets a spurious 403 just after
-// start.
-func startAuthorizer(ctx context.Context, factory informers.SharedInformerFactory, loopback *rest.Config) error {
+// start. The returned stop shuts the informers down once ctx has ended.
+func startAuthorizer(ctx context.Context, factory informers.SharedInformerFactory, loopback *rest.Config) (stop func(), err error) {
 	factory.Start(ctx.Done())
-	go func() {
-		<-ctx.Done()
-		factory.Shutdown()
-	}()
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
-		return fmt.Errorf("bootstrap policy client: %w", err)
+		return factory.Shutdown, fmt.Errorf("bootstrap policy client: %w", err)
 	}
 	bctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := authz.EnsureBootstrapPolicy(bctx, client); err != nil {
-		return fmt.Errorf("bootstrapping the default RBAC policy: %w", err)
+		return factory.Shutdown, fmt.Errorf("bootstrapping the default RBAC policy: %w", err)
 	}
 	for typ, ok := range factory.WaitForCacheSync(bctx.Done()) {
 		if !ok {
-			return fmt.Errorf("authorizer informer %v did not sync", typ)
+			return factory.Shutdown, fmt.Errorf("authorizer informer %v did not sync", typ)
 		}
 	}
-	return nil
+	return factory.Shutdown, nil
 }

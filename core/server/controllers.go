@@ -76,20 +76,9 @@ type ControllerConfig struct {
 	PodMetrics podautoscaler.PodMetricsLister
 }
 
-type noControllersKey struct{}
-
-// WithoutControllers returns a context that makes Start skip the built-in controllers, for
-// tests that run a controller manager of their own against the server.
-func WithoutControllers(ctx context.Context) context.Context {
-	return context.WithValue(ctx, noControllersKey{}, true)
-}
-
 // startControllers runs the controllers against the API server through client-go, as a
 // separate controller-manager would; the returned func stops them and waits.
 func startControllers(ctx context.Context, cfg *rest.Config, signingCA *pki.CA, ctrl ControllerConfig, log *slog.Logger) (func(), error) {
-	if v, _ := ctx.Value(noControllersKey{}).(bool); v {
-		return func() {}, nil
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	ready := make(chan error, 1)
 	done := make(chan struct{})
@@ -332,7 +321,7 @@ type ControllerManagerOptions struct {
 	// package's LeaseDuration, RenewDeadline and RetryPeriod): a shorter Lease makes a
 	// standby take over sooner after the leader dies.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// Logger receives logs (default slog.Default()).
+	// Logger receives logs (nil = discarded).
 	Logger *slog.Logger
 	// SigningCA, when set, is the cluster CA (certificate and key) the kubelet client
 	// certificate signer signs approved CertificateSigningRequests with; nil = no signer.
@@ -349,7 +338,7 @@ type ControllerManagerOptions struct {
 // the instance campaigns again.
 func RunControllerManager(ctx context.Context, cfg *rest.Config, opts ControllerManagerOptions) error {
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Identity == "" {
 		host, _ := os.Hostname()

@@ -17,8 +17,3 @@ type NodeConfig = node.Config
 func StartNode(ctx context.Context, cfg NodeConfig) (stop func(), err error) {
 	return node.Start(ctx, cfg)
 }
-
-// startNode runs the node of `up`.
-func startNode(ctx context.Context, cfg NodeConfig) (stop func(), err error) {
-	return node.Start(ctx, cfg)
-}

@@ -19,26 +19,12 @@ import (
 )
 
 // startScheduler runs the scheduler against the API server through client-go, as a
-// separate kube-scheduler would (single process: no leader election); the returned func
-// stops it and waits for it.
-func startScheduler(ctx context.Context, cfg *rest.Config, log *slog.Logger) (stop func(), err error) {
-	return startSchedulerWithMetrics(ctx, cfg, log, nil)
-}
-
-// startSchedulerWithMetrics is startScheduler registering the scheduler metrics on reg
-// (e.g. the API server's /metrics registry; nil = not exported), without WASM plugins.
-func startSchedulerWithMetrics(ctx context.Context, cfg *rest.Config, log *slog.Logger, reg prometheus.Registerer) (stop func(), err error) {
-	return startSchedulerWithPlugins(ctx, cfg, log, reg, "", false, wasm.CallBounds{})
-}
-
-// startSchedulerWithPlugins is startSchedulerWithMetrics that, when plugins is true, also
-// runs a scheduling-only WASM plugin manager with the scheduler's own runtime (compiled
-// code cached in cacheDir; "" = in memory), so WasmPlugin and ClusterWasmPlugin objects
-// with filter/score hooks join the scheduler's profiles and are hot-swapped in place.
-func startSchedulerWithPlugins(ctx context.Context, cfg *rest.Config, log *slog.Logger, reg prometheus.Registerer, cacheDir string, plugins bool, bounds wasm.CallBounds) (stop func(), err error) {
-	if log == nil {
-		log = slog.Default()
-	}
+// separate kube-scheduler would (single process: no leader election), with its metrics on
+// reg (nil = not exported) and a scheduling-only WASM plugin manager on the scheduler's
+// own runtime (compiled code cached in cacheDir; "" = in memory), so WasmPlugin and
+// ClusterWasmPlugin objects with filter/score hooks join the scheduler's profiles and are
+// hot-swapped in place. The returned func stops it and waits for it.
+func startScheduler(ctx context.Context, cfg *rest.Config, log *slog.Logger, reg prometheus.Registerer, cacheDir string, bounds wasm.CallBounds) (stop func(), err error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "wasmplane-scheduler"
 	client, err := kubernetes.NewForConfig(cfg)
@@ -52,20 +38,14 @@ func startSchedulerWithPlugins(ctx context.Context, cfg *rest.Config, log *slog.
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	if plugins {
-		host, _ := os.Hostname()
-		run, err := SchedulerPlugins(ctx, SchedulerPluginsConfig{RESTConfig: cfg, Scheduler: s, CacheDir: cacheDir,
-			Registerer: reg, CallBounds: bounds, ServerName: "scheduler-" + host, Logger: log})
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			run()
-		}()
+	host, _ := os.Hostname()
+	run, err := SchedulerPlugins(ctx, SchedulerPluginsConfig{RESTConfig: cfg, Scheduler: s, CacheDir: cacheDir,
+		Registerer: reg, CallBounds: bounds, ServerName: "scheduler-" + host, Logger: log})
+	if err != nil {
+		cancel()
+		return nil, err
 	}
+	wg.Go(run)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -95,7 +75,7 @@ type SchedulerPluginsConfig struct {
 	// CallBounds bound the guest code of the scheduler's plugins (zero: the defaults of
 	// schedplugin.CallBounds).
 	CallBounds wasm.CallBounds
-	// Logger (nil = slog.Default()).
+	// Logger (nil = discarded).
 	Logger *slog.Logger
 }
 
@@ -112,7 +92,7 @@ func (t schedulerTarget) SchedulingCycle() int64 { return t.Queue().SchedulingCy
 func SchedulerPlugins(ctx context.Context, c SchedulerPluginsConfig) (run func(), err error) {
 	log := c.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	cfg := rest.CopyConfig(c.RESTConfig)
 	client, err := kubernetes.NewForConfig(cfg)

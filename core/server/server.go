@@ -1,44 +1,25 @@
-// Package server assembles wasmplane: embedded or external etcd, storage with watch
-// caches, the API server, and the admin kubeconfig. It is the only package that knows
-// every component.
+// Package server assembles wasmplane: embedded or external etcd, the API server with its
+// storage, admission, authorization and WASM plugins, then the controllers, the scheduler
+// and a kubelet, each behind its Disable flag, and the admin kubeconfig. It is the only
+// package that knows every component; Start reads as the list of them.
 package server
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/wasmplane/wasmplane/core/admission"
 	admissionplugins "github.com/wasmplane/wasmplane/core/admission/plugins"
-	"github.com/wasmplane/wasmplane/core/admission/webhook"
-	"github.com/wasmplane/wasmplane/core/api"
 	"github.com/wasmplane/wasmplane/core/apiserver"
-	"github.com/wasmplane/wasmplane/core/apiserver/registry"
-	"github.com/wasmplane/wasmplane/core/apiserver/resources"
 	"github.com/wasmplane/wasmplane/core/apiserver/servicealloc"
 	"github.com/wasmplane/wasmplane/core/pki"
-	"github.com/wasmplane/wasmplane/core/storage"
-	"github.com/wasmplane/wasmplane/core/storage/blobs"
-	"github.com/wasmplane/wasmplane/core/storage/etcdserver"
 	"github.com/wasmplane/wasmplane/plugins/wasm"
-	"github.com/wasmplane/wasmplane/plugins/wasm/manager"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -56,7 +37,8 @@ type Config struct {
 	Port int
 	// CompactionInterval is how often etcd is compacted (default 5 min).
 	CompactionInterval time.Duration
-	// DisableControllers leaves the controllers to a separate controller-manager.
+	// DisableControllers leaves the controllers to a separate controller-manager (or, in
+	// tests, to a controller manager of the test's own).
 	DisableControllers bool
 	// DisableScheduler leaves scheduling to a separate scheduler.
 	DisableScheduler bool
@@ -70,7 +52,7 @@ type Config struct {
 	// WasmCallBounds bound the guest code that runs at once and suspend plugins that keep
 	// running out of time or memory (zero fields: the defaults).
 	WasmCallBounds wasm.CallBounds
-	// Logger receives structured logs; nil = slog.Default().
+	// Logger receives structured logs; nil = discarded.
 	Logger *slog.Logger
 	// TLSSANs are extra names and IPs of the serving certificate.
 	TLSSANs []string
@@ -137,15 +119,15 @@ type Instance struct {
 	sec        *security
 	cancel     context.CancelFunc
 	done       chan struct{}
-	err        error
-	closeOnce  sync.Once
-	mu         sync.Mutex
-	closers    []func()
-	// beforeShutdown runs while the server still serves, when it is stopping (this server
-	// takes itself out of the kubernetes endpoints through its own API).
-	beforeShutdown []func()
-	api            *apiserver.Server
-	etcd           []string
+	// failed receives the first error of a component that stopped by itself.
+	failed    chan error
+	err       error
+	closeOnce sync.Once
+	mu        sync.Mutex
+	// stops are the started components' stop functions, in the order they started.
+	stops []func()
+	api   *apiserver.Server
+	etcd  []string
 }
 
 // URL is the API server's base URL.
@@ -191,21 +173,11 @@ func (i *Instance) Close() {
 	<-i.done
 }
 
-// Start brings the control plane up and returns when it serves requests.
+// Start brings the control plane up and returns when it serves requests. The
+// components start in this order, each ready before the next starts, and stop in the
+// reverse order when ctx ends, when Close is called or when one of them fails.
 func Start(ctx context.Context, cfg Config) (*Instance, error) {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	if cfg.DataDir == "" {
-		cfg.DataDir = ".wasmplane"
-	}
-	if cfg.BindAddress == "" {
-		cfg.BindAddress = "127.0.0.1"
-	}
-	if cfg.CompactionInterval == 0 {
-		cfg.CompactionInterval = 5 * time.Minute
-	}
+	cfg.setDefaults()
 	servingPolicy, err := parseServingTLS(cfg.TLSMinVersion, cfg.TLSCipherSuites)
 	if err != nil {
 		return nil, err
@@ -218,334 +190,86 @@ func Start(ctx context.Context, cfg Config) (*Instance, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	inst := &Instance{cancel: cancel, done: make(chan struct{}), sec: sec}
-	fail := func(err error) (*Instance, error) {
-		cancel()
-		inst.runClosers()
-		close(inst.done)
-		return nil, err
+	inst := &Instance{cancel: cancel, done: make(chan struct{}), failed: make(chan error, 1), sec: sec, etcd: cfg.EtcdServers}
+	p := &plane{inst: inst, cfg: cfg, log: cfg.Logger, servingPolicy: servingPolicy}
+	components := []component{
+		{"embedded etcd", len(cfg.EtcdServers) > 0, p.startEtcd},
+		{"API server", false, p.startAPIServer},
+		{"admission webhooks and policies", false, p.startAdmissionSources},
+		{"authorizer", false, p.startAuthorizer},
+		{"priority and fairness", cfg.DisablePriorityAndFairness, p.startFlowControl},
+		{"WASM plugin manager", false, p.startPlugins},
+		{"custom resources", false, p.background(p.runCustomResources)},
+		{"local APIServices", false, p.background(p.runAPIServices)},
+		{"resource metrics", false, p.background(p.runResourceMetrics)},
+		{"kubernetes Service", false, p.startKubernetesService},
+		{"authentication trust", false, p.startAuthenticationTrust},
+		{"controllers", cfg.DisableControllers, p.startControllers},
+		{"scheduler", cfg.DisableScheduler, p.startScheduler},
+		{"kubelet", !cfg.RunKubelet, p.startKubelet},
 	}
-	endpoints := cfg.EtcdServers
-	if len(endpoints) == 0 {
-		etcd, err := etcdserver.Start(ctx, etcdserver.Config{DataDir: filepath.Join(cfg.DataDir, "etcd"), Logger: log})
-		if err != nil {
-			return fail(fmt.Errorf("starting embedded etcd: %w", err))
+	go inst.supervise(ctx)
+	for _, c := range components {
+		if c.disabled {
+			continue
 		}
-		inst.closers = append(inst.closers, etcd.Close)
-		endpoints = etcd.Endpoints()
-	}
-	inst.etcd = endpoints
-	client, err := storage.NewClient(storage.ClientConfig{Endpoints: endpoints})
-	if err != nil {
-		return fail(fmt.Errorf("connecting to etcd: %w", err))
-	}
-	inst.closers = append(inst.closers, func() { _ = client.Close() })
-	scheme, err := api.NewScheme()
-	if err != nil {
-		return fail(err)
-	}
-	codec := storage.NewCodec(scheme)
-	var cachers []*storage.Cacher
-	compacted := &storage.CompactedRevision{}
-	factory := func(res *registry.Resource, prefix string) (storage.Interface, error) {
-		etcdStore := storage.NewEtcd(client, storage.ResourceConfig{
-			GroupResource: res.GroupResource(), Prefix: prefix, NewFunc: res.NewFunc, NewListFunc: res.NewListFunc,
-			Codec: codec, GetAttrs: registry.StorageAttrs(res),
-		}, storage.WithLogger(log))
-		c := storage.NewCacher(etcdStore, storage.CacherConfig{Logger: log, Compacted: compacted})
-		cachers = append(cachers, c)
-		return c, nil
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.Port)))
-	if err != nil {
-		return fail(fmt.Errorf("listening for the API server: %w", err))
-	}
-	// Closing an already-served listener is harmless; this covers the failure paths below.
-	inst.closers = append(inst.closers, func() { _ = ln.Close() })
-	inst.url = "https://" + urlHost(ln.Addr().(*net.TCPAddr))
-	inst.kubeconfig = filepath.Join(cfg.DataDir, "admin.kubeconfig")
-	if err := writeKubeconfig(inst.kubeconfig, inst.RESTConfig(), "admin"); err != nil {
-		return fail(err)
-	}
-	var insecureLn net.Listener
-	if cfg.InsecurePort != 0 {
-		port := max(cfg.InsecurePort, 0)
-		if insecureLn, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
-			return fail(fmt.Errorf("listening on the insecure port: %w", err))
-		}
-		inst.closers = append(inst.closers, func() { _ = insecureLn.Close() })
-		inst.insecure = "http://" + insecureLn.Addr().String()
-	}
-	tlsConfig, err := sec.tlsConfig()
-	if err != nil {
-		return fail(err)
-	}
-	servingPolicy.apply(tlsConfig, log)
-	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// The scheduler's runtime registers the same wasm metrics; the label tells them apart.
-	wasmRuntime, err := wasm.NewRuntime(ctx, wasm.RuntimeConfig{CacheDir: filepath.Join(cfg.DataDir, "wasm-cache"), Logger: log,
-		Registerer: registererWith(metrics, "apiserver"), CallBounds: cfg.WasmCallBounds})
-	if err != nil {
-		return fail(fmt.Errorf("starting the WASM runtime: %w", err))
-	}
-	inst.closers = append(inst.closers, func() { _ = wasmRuntime.Close(context.Background()) })
-	plugins, err := newPluginManager(inst.loopbackConfig(), wasmRuntime, cfg.InitializerTimeout, log,
-		manager.AuthnConfig{APIAudiences: sec.audiences, VerifiedCertificate: sec.verifiedCertificate})
-	if err != nil {
-		return fail(err)
-	}
-	// The getters reach the server's storage, which exists only once the server is built.
-	var srv *apiserver.Server
-	chain, err := sec.authenticator(&cfg, lookupGetter{
-		cached: func(ctx context.Context, gr schema.GroupResource, ns, name string) (runtime.Object, error) {
-			return srv.LookupCached(ctx, gr, ns, name)
-		},
-		fresh: func(ctx context.Context, gr schema.GroupResource, ns, name string) (runtime.Object, error) {
-			return srv.Lookup(ctx, gr, ns, name)
-		}}, plugins, log)
-	if err != nil {
-		return fail(fmt.Errorf("authentication: %w", err))
-	}
-	authzInformers, authorizer, rbac, err := newAuthorizer(inst.loopbackConfig())
-	if err != nil {
-		return fail(err)
-	}
-	kubeletTLS, err := sec.kubeletClientTLS()
-	if err != nil {
-		return fail(err)
-	}
-	webhooks, err := newWebhooks(inst.loopbackConfig(), scheme, &srv, log)
-	if err != nil {
-		return fail(err)
-	}
-	policies, err := newPolicies(inst.loopbackConfig(), scheme, &srv, authorizer, log)
-	if err != nil {
-		return fail(err)
-	}
-	var apf *flowControl
-	if !cfg.DisablePriorityAndFairness {
-		limit := cmp.Or(cfg.MaxRequestsInFlight, 400) + cmp.Or(cfg.MaxMutatingRequestsInFlight, 200)
-		if apf, err = newFlowControl(inst.loopbackConfig(), limit, cfg.FlowControlBootstrapInterval, log); err != nil {
-			return fail(err)
+		if err := c.start(ctx); err != nil {
+			inst.Close()
+			return nil, fmt.Errorf("starting the %s: %w", c.name, err)
 		}
 	}
-	// The node port bitmap is one key, read and written by every API server of the cluster
-	// with optimistic concurrency; it is kept where Kubernetes keeps it.
-	nodePorts := servicealloc.StorageRangeStore{Key: servicealloc.NodePortsKey, Storage: storage.NewEtcd(client, storage.ResourceConfig{
-		GroupResource: corev1.Resource("rangeallocations"), Prefix: "/registry/ranges", Codec: codec,
-		NewFunc: func() runtime.Object { return &corev1.RangeAllocation{} }, NewListFunc: func() runtime.Object { return &metav1.List{} },
-	}, storage.WithLogger(log))}
-	proxyCert, err := sec.proxyClientCertificate()
-	if err != nil {
-		return fail(err)
-	}
-	extra := map[string]http.Handler{"/debug/pprof/": http.HandlerFunc(pprof.Index),
-		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile), "/debug/pprof/trace": http.HandlerFunc(pprof.Trace)}
-	moreMetrics := []prometheus.Gatherer{webhook.Metrics()}
-	apiCfg := apiserver.Config{
-		ServiceCIDR: cfg.ServiceCIDR, NodePortRange: cfg.NodePortRange, NodePorts: nodePorts, Logger: log,
-		Authorizer: authorizer, RuleResolver: rbac, KubeletClientTLS: kubeletTLS, Scheme: scheme, Storage: factory, Metrics: metrics, Blobs: blobs.New(client, "/wasmplane/blobs"),
-		Authenticator:       chain,
-		MaxRequestsInFlight: cfg.MaxRequestsInFlight, MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
-		MetricsResolution: cfg.MetricsResolution,
-		TokenReviewer:     tokenReviewer(chain),
-		TokenRequest:      &resources.TokenRequestConfig{Issuer: sec.signer, APIAudiences: sec.audiences},
-		AdmissionSources:  []admission.Source{policies, webhooks, plugins}, InitializerWaiting: plugins.Waiting, PluginCeilings: cfg.PluginCeilings,
-		// Profiling is on, as with kube-apiserver's --profiling default.
-		ExtraHandlers: extra, ProxyClientCertificate: proxyCert}
-	if apf != nil {
-		apiCfg.FlowControl = apf.controller
-		extra[apfDebugPrefix] = apf.debug
-		moreMetrics = append(moreMetrics, flowControlMetrics())
-	}
-	apiCfg.MoreMetrics = moreMetrics
-	srv, err = apiserver.New(apiCfg)
-	if err != nil {
-		return fail(fmt.Errorf("building API server: %w", err))
-	}
-	inst.api = srv
-	inst.closers = append(inst.closers, func() {
-		for _, c := range cachers {
-			c.Stop()
-		}
-	})
-	compactor := storage.NewCompactor(client, cfg.CompactionInterval, log)
-	compactor.Compacted = compacted
-	compactor.Start(ctx)
-	inst.closers = append(inst.closers, compactor.Stop)
-	if err := srv.EnsureSystemNamespaces(ctx); err != nil {
-		return fail(err)
-	}
-	if err := srv.EnsureSystemPriorityClasses(ctx); err != nil {
-		return fail(err)
-	}
-	if err := srv.EnsureServiceCIDR(ctx); err != nil {
-		return fail(err)
-	}
-	hs := &http.Server{Handler: srv.Handler, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 1 << 20, TLSConfig: tlsConfig}
-	serveErr := make(chan error, 2)
-	go func() { serveErr <- hs.ServeTLS(ln, "", "") }()
-	var his *http.Server
-	if insecureLn != nil {
-		his = &http.Server{Handler: srv.InsecureHandler, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: 1 << 20}
-		go func() { serveErr <- his.Serve(insecureLn) }()
-	}
-	go func() {
-		defer close(inst.done)
-		select {
-		case <-ctx.Done():
-		case err := <-serveErr:
-			if !errors.Is(err, http.ErrServerClosed) {
-				inst.err = fmt.Errorf("API server: %w", err)
-			}
-		}
-		inst.mu.Lock()
-		before := inst.beforeShutdown
-		inst.beforeShutdown = nil
-		inst.mu.Unlock()
-		for _, f := range before {
-			f()
-		}
-		shutdownCtx, c := context.WithTimeout(context.Background(), 5*time.Second)
-		defer c()
-		// Watches are long-running: close them rather than wait the full timeout.
-		_ = hs.Shutdown(shutdownCtx)
-		_ = hs.Close()
-		if his != nil {
-			_ = his.Close()
-		}
-		cancel()
-		inst.runClosers()
-	}()
-	// The webhooks' informers start first: the bootstrap writes below pass through
-	// admission, which waits for them to sync (as kube-apiserver's post-start hooks do).
-	webhooksDone := make(chan struct{})
-	go func() {
-		defer close(webhooksDone)
-		webhooks.Run(ctx)
-	}()
-	policiesDone := make(chan struct{})
-	go func() {
-		defer close(policiesDone)
-		if err := policies.Run(ctx); err != nil {
-			log.Error("admission policies stopped", "err", err)
-		}
-	}()
-	if err := startAuthorizer(ctx, authzInformers, inst.loopbackConfig()); err != nil {
-		cancel()
-		<-inst.done
-		<-webhooksDone
-		<-policiesDone
-		return nil, err
-	}
-	if apf != nil {
-		stopAPF := apf.start(ctx)
-		inst.mu.Lock()
-		inst.closers = append(inst.closers, stopAPF)
-		inst.mu.Unlock()
-	}
-	pluginsDone := make(chan struct{})
-	go func() {
-		defer close(pluginsDone)
-		if err := plugins.Run(ctx); err != nil && ctx.Err() == nil {
-			log.Error("WASM plugin manager stopped", "err", err)
-		}
-	}()
-	// Custom resources are served from the CustomResourceDefinitions as they come and go.
-	crdsDone := make(chan struct{})
-	go func() {
-		defer close(crdsDone)
-		srv.RunCustomResources(ctx, log)
-	}()
-	// Local APIServices follow the served group versions, as kube-apiserver's autoregister.
-	apiServicesDone := make(chan struct{})
-	go func() {
-		defer close(apiServicesDone)
-		srv.RunAPIServices(ctx, log)
-	}()
-	// Resource metrics (metrics.k8s.io) are scraped from kubelets, as metrics-server does.
-	resourceMetricsDone := make(chan struct{})
-	go func() {
-		defer close(resourceMetricsDone)
-		srv.RunResourceMetrics(ctx)
-	}()
-	inst.mu.Lock()
-	inst.closers = append(inst.closers, func() { <-pluginsDone }, func() { <-crdsDone }, func() { <-apiServicesDone }, func() { <-resourceMetricsDone },
-		func() { <-webhooksDone }, func() { <-policiesDone })
-	inst.mu.Unlock()
-	stopKubernetesService, err := startKubernetesService(ctx, inst.loopbackConfig(), srv.ServiceIPs().Reserved(),
-		advertiseAddress(cfg.AdvertiseAddress, ln.Addr().(*net.TCPAddr)), int32(ln.Addr().(*net.TCPAddr).Port), log)
-	if err != nil {
-		cancel()
-		<-inst.done
-		return nil, err
-	}
-	inst.mu.Lock()
-	inst.beforeShutdown = append(inst.beforeShutdown, stopKubernetesService)
-	inst.mu.Unlock()
-	stopTrust, err := startAuthenticationTrust(ctx, inst.loopbackConfig(), sec, log)
-	if err != nil {
-		cancel()
-		<-inst.done
-		return nil, err
-	}
-	inst.mu.Lock()
-	inst.closers = append(inst.closers, stopTrust)
-	inst.mu.Unlock()
-	ctrlCtx := ctx
-	if cfg.DisableControllers {
-		ctrlCtx = WithoutControllers(ctx)
-	}
-	stopControllers, err := startControllers(ctrlCtx, inst.loopbackConfig(), sec.ca, cfg.Controllers, log)
-	if err != nil {
-		cancel()
-		<-inst.done
-		return nil, err
-	}
-	inst.mu.Lock()
-	inst.closers = append(inst.closers, stopControllers)
-	inst.mu.Unlock()
-	if !cfg.DisableScheduler {
-		stopScheduler, err := startSchedulerWithPlugins(ctx, inst.loopbackConfig(), log, metrics, filepath.Join(cfg.DataDir, "wasm-cache-scheduler"), true, cfg.WasmCallBounds)
-		if err != nil {
-			cancel()
-			<-inst.done
-			return nil, err
-		}
-		inst.mu.Lock()
-		inst.closers = append(inst.closers, stopScheduler)
-		inst.mu.Unlock()
-	}
-	if cfg.RunKubelet {
-		nc, err := sec.localNode(&cfg, inst.url)
-		if err != nil {
-			cancel()
-			<-inst.done
-			return nil, err
-		}
-		nc.Logger = log
-		stopNode, err := startNode(ctx, nc)
-		if err != nil {
-			cancel()
-			<-inst.done
-			return nil, fmt.Errorf("starting the node: %w", err)
-		}
-		inst.mu.Lock()
-		inst.closers = append(inst.closers, stopNode)
-		inst.mu.Unlock()
-	}
-	log.Info("wasmplane API server ready", "url", inst.url, "kubeconfig", inst.kubeconfig, "etcd", endpoints)
+	cfg.Logger.Info("wasmplane API server ready", "url", inst.url, "kubeconfig", inst.kubeconfig, "etcd", inst.etcd)
 	return inst, nil
 }
 
-func (i *Instance) runClosers() {
+// setDefaults fills in what Config documents as defaults.
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.DataDir == "" {
+		c.DataDir = ".wasmplane"
+	}
+	if c.BindAddress == "" {
+		c.BindAddress = "127.0.0.1"
+	}
+	if c.CompactionInterval == 0 {
+		c.CompactionInterval = 5 * time.Minute
+	}
+}
+
+// supervise stops every component, the last started first, once ctx ends or a
+// component reports that it failed; it is the only place that stops them.
+func (i *Instance) supervise(ctx context.Context) {
+	defer close(i.done)
+	select {
+	case <-ctx.Done():
+	case err := <-i.failed:
+		i.err = err
+	}
+	i.cancel()
 	i.mu.Lock()
-	closers := i.closers
-	i.closers = nil
+	stops := i.stops
+	i.stops = nil
 	i.mu.Unlock()
-	for j := len(closers) - 1; j >= 0; j-- {
-		closers[j]()
+	for j := len(stops) - 1; j >= 0; j-- {
+		stops[j]()
+	}
+}
+
+// onStop registers the stop of a component that has started.
+func (i *Instance) onStop(stop func()) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.stops = append(i.stops, stop)
+}
+
+// fail stops the instance because a component failed while running; the first failure
+// is the one Err reports.
+func (i *Instance) fail(err error) {
+	select {
+	case i.failed <- err:
+	default:
 	}
 }
 

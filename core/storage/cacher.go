@@ -44,7 +44,7 @@ type CacherConfig struct {
 	// FreshnessTimeout bounds the wait for the cache to reach a requested revision.
 	// Default 3 s.
 	FreshnessTimeout time.Duration
-	// Logger receives the cacher's messages; nil = slog.Default().
+	// Logger receives the cacher's messages; nil = discarded.
 	Logger *slog.Logger
 	// Compacted, if set, bounds which kept snapshots may serve continue tokens: none at or
 	// below the compacted revision.
@@ -71,7 +71,7 @@ func (c *CacherConfig) setDefaults() {
 		c.FreshnessTimeout = 3 * time.Second
 	}
 	if c.Logger == nil {
-		c.Logger = slog.Default()
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 }
 

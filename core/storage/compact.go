@@ -74,7 +74,7 @@ func NewCompactor(client *clientv3.Client, interval time.Duration, log *slog.Log
 		interval = DefaultCompactionInterval
 	}
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Compactor{client: client, interval: interval, log: log}
 }

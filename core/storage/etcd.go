@@ -36,7 +36,7 @@ func WithBookmarkInterval(d time.Duration) EtcdOption {
 	return func(s *Etcd) { s.bookmarkInterval = d }
 }
 
-// WithLogger sets the logger of the store; the default is slog.Default().
+// WithLogger sets the logger of the store; the default discards.
 func WithLogger(l *slog.Logger) EtcdOption {
 	return func(s *Etcd) { s.log = l }
 }
@@ -46,7 +46,7 @@ var _ Interface = (*Etcd)(nil)
 // NewEtcd returns a store of one resource on client. cfg.Codec, cfg.NewFunc and
 // cfg.NewListFunc are required.
 func NewEtcd(client *clientv3.Client, cfg ResourceConfig, opts ...EtcdOption) *Etcd {
-	s := &Etcd{client: client, cfg: cfg, bookmarkInterval: DefaultBookmarkInterval, log: slog.Default()}
+	s := &Etcd{client: client, cfg: cfg, bookmarkInterval: DefaultBookmarkInterval, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(s)
 	}

@@ -94,13 +94,13 @@ func TestFaultyPluginIsSuspended(t *testing.T) {
 					t.Fatalf("call %d: %v, want %s", i, err, tc.kind)
 				}
 			}
-			start := time.Now()
-			_, err := p.Validate(ctx, admission)
+			// A suspended call fails at once, without running the guest: far inside a
+			// deadline shorter than the plugin's own 100 ms.
+			quick, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			_, err := p.Validate(quick, admission)
 			if !errors.Is(err, ErrSuspended) || !strings.Contains(err.Error(), "3 calls in a row ran out of time or memory") {
 				t.Fatalf("after %d faults: %v, want a suspension", after, err)
-			}
-			if took := time.Since(start); took > 50*time.Millisecond {
-				t.Errorf("a suspended call took %v", took)
 			}
 			// After the suspension one call probes, and fails as before.
 			err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {

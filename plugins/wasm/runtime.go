@@ -25,7 +25,7 @@ import (
 type RuntimeConfig struct {
 	// CacheDir keeps compiled machine code across restarts; empty means in memory only.
 	CacheDir string
-	// Logger receives plugin logs and host events; nil means slog.Default().
+	// Logger receives plugin logs and host events; nil = discarded.
 	Logger *slog.Logger
 	// Registerer receives the plugin metrics; nil means no metrics are registered.
 	Registerer prometheus.Registerer
@@ -80,7 +80,7 @@ type Runtime struct {
 // NewRuntime starts a wazero runtime with the WASI sandbox and the wasmplane host module.
 func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.MaxMemoryBytes == 0 || cfg.MaxMemoryBytes > 1<<32 {
 		cfg.MaxMemoryBytes = 1 << 32

@@ -13,7 +13,7 @@ import (
 )
 
 // TestASCMutate runs the AssemblyScript and the C label-injector examples as mutating
-// WasmPlugins on pod creates through a real server (issue 5: WASM mutation in each SDK
+// WasmPlugins on pod creates through a real server (WASM mutation in each SDK
 // language): a created pod carries the injected label and toleration, and a dry run
 // shows them without storing the pod. A missing toolchain skips locally and fails under CI.
 func TestASCMutate(t *testing.T) {

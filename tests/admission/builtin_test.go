@@ -2,6 +2,7 @@ package admission_test
 
 import (
 	"context"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"slices"
 	"strings"
 	"sync"
@@ -270,7 +271,7 @@ func TestBuiltinResourceQuota(t *testing.T) {
 		}
 		return u.Value(), nil
 	}
-	eventually(t, 20*time.Second, "the controller to fill the quota status", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 20*time.Second, "the controller to fill the quota status", func(ctx context.Context) (bool, error) {
 		n, err := used(ctx)
 		return n == 0, err
 	})
@@ -338,7 +339,7 @@ func TestBuiltinResourceQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 20*time.Second, "usage to drop to 7", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 20*time.Second, "usage to drop to 7", func(ctx context.Context) (bool, error) {
 		n, err := used(ctx)
 		return n == 7, err
 	})

@@ -2,6 +2,7 @@ package admission_test
 
 import (
 	"context"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"maps"
 	"testing"
 	"time"
@@ -95,7 +96,7 @@ func testServiceQuota(t *testing.T, s *testserver.Server) {
 			return sok && nok && s.Value() == services && n.Value() == nodePorts, nil
 		}
 	}
-	eventually(t, 20*time.Second, "the controller to fill the quota status", usedIs(0, 0))
+	waitfor.Condition(t, 20*time.Second, "the controller to fill the quota status", usedIs(0, 0))
 	svc := func(name string, typ corev1.ServiceType) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{Type: typ,
 			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}}}
@@ -107,11 +108,11 @@ func testServiceQuota(t *testing.T, s *testserver.Server) {
 	}
 	_, err := cs.CoreV1().Services(ns).Create(ctx, svc("lb", corev1.ServiceTypeLoadBalancer), metav1.CreateOptions{})
 	wantStatus(t, err, 403, "exceeded quota: services, requested: services.nodeports=1, used: services.nodeports=1, limited: services.nodeports=1")
-	eventually(t, 20*time.Second, "two services and one node port charged", usedIs(2, 1))
+	waitfor.Condition(t, 20*time.Second, "two services and one node port charged", usedIs(2, 1))
 	for _, name := range []string{"plain", "np"} {
 		if err := cs.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 20*time.Second, "the services' quota released", usedIs(0, 0))
+	waitfor.Condition(t, 20*time.Second, "the services' quota released", usedIs(0, 0))
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +27,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -192,7 +192,7 @@ func TestBuiltInAuthenticators(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The ServiceAccount controller gives every namespace its "default" ServiceAccount.
-		poll(t, "the default ServiceAccount", func(ctx context.Context) (bool, error) {
+		waitfor.Condition(t, time.Minute, "the default ServiceAccount", func(ctx context.Context) (bool, error) {
 			_, err := e.admin.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 			return err == nil, nil
 		})
@@ -234,7 +234,7 @@ func TestBuiltInAuthenticators(t *testing.T) {
 		if err := e.admin.CoreV1().ServiceAccounts(ns).Delete(ctx, "robot", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, "the token to be revoked", func(context.Context) (bool, error) {
+		waitfor.Condition(t, time.Minute, "the token to be revoked", func(context.Context) (bool, error) {
 			_, err := whoami(t, cfg)
 			return apierrors.IsUnauthorized(err), nil
 		})
@@ -250,7 +250,7 @@ func TestBuiltInAuthenticators(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The authenticator reads secrets from the watch cache: allow it to catch up.
-		poll(t, "the bootstrap token to be usable", func(context.Context) (bool, error) {
+		waitfor.Condition(t, time.Minute, "the bootstrap token to be usable", func(context.Context) (bool, error) {
 			_, err := whoami(t, e.tokenConfig("abc123.0123456789abcdef"))
 			return err == nil, nil
 		})
@@ -342,7 +342,7 @@ func installAuthenticator(tb testing.TB, inst *server.Instance, name, digest, co
 	if _, err := ri.Create(context.Background(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
-	poll(tb, "plugin "+name+" to load", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(tb, time.Minute, "plugin "+name+" to load", func(ctx context.Context) (bool, error) {
 		cur, err := ri.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -354,11 +354,4 @@ func installAuthenticator(tb testing.TB, inst *server.Instance, name, digest, co
 		}
 		return phase == "Loaded", nil
 	})
-}
-
-func poll(t testing.TB, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }

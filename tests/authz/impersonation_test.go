@@ -9,9 +9,11 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -95,15 +97,15 @@ func TestImpersonation(t *testing.T) {
 	dana, erin, mallory := newUser(t, s, "dana"), newUser(t, s, "erin"), newUser(t, s, "mallory")
 	danaAsJane := dana.as(t, rest.ImpersonationConfig{UserName: "jane"})
 	// The authorizer's informers catch up with the bindings.
-	poll(t, "dana to impersonate jane", func(context.Context) (bool, error) {
+	waitfor.Condition(t, time.Minute, "dana to impersonate jane", func(context.Context) (bool, error) {
 		ui, err := whoami(t, danaAsJane)
 		return err == nil && ui.Username == "jane", nil
 	})
-	poll(t, "erin's binding", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, time.Minute, "erin's binding", func(ctx context.Context) (bool, error) {
 		_, err := whoami(t, erin.as(t, rest.ImpersonationConfig{UserName: "x"}))
 		return err == nil, nil
 	})
-	poll(t, "jane's bindings", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, time.Minute, "jane's bindings", func(ctx context.Context) (bool, error) {
 		_, err := danaAsJane.CoreV1().ConfigMaps("imp").List(ctx, metav1.ListOptions{})
 		return err == nil, nil
 	})

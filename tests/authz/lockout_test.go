@@ -2,6 +2,7 @@ package authz_test
 
 import (
 	"context"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func tenant(t *testing.T, s *testserver.Server, admin kubernetes.Interface, name
 		t.Fatal(err)
 	}
 	u := newUser(t, s, name)
-	poll(t, name+"'s rights in "+ns, func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, time.Minute, name+"'s rights in "+ns, func(ctx context.Context) (bool, error) {
 		_, err := u.dyn.Resource(wasmPlugins).Namespace(ns).List(ctx, metav1.ListOptions{})
 		return err == nil, nil
 	})
@@ -62,7 +63,7 @@ func wasmPlugin(ns, name, digest string, rules []wasmv1.Rule, limits *wasmv1.Lim
 
 func waitLoaded(t *testing.T, u *user, ns, name string) {
 	t.Helper()
-	poll(t, ns+"/"+name+" to load", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, time.Minute, ns+"/"+name+" to load", func(ctx context.Context) (bool, error) {
 		cur, err := u.dyn.Resource(wasmPlugins).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -246,7 +247,7 @@ func TestTenantCeilings(t *testing.T) {
 		}
 		usedMemory := func(want string) {
 			t.Helper()
-			poll(t, "quota usage "+want, func(ctx context.Context) (bool, error) {
+			waitfor.Condition(t, time.Minute, "quota usage "+want, func(ctx context.Context) (bool, error) {
 				cur, err := admin.CoreV1().ResourceQuotas("tenant-b").Get(ctx, "plugins", metav1.GetOptions{})
 				if err != nil {
 					return false, err

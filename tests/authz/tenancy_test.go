@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -47,13 +47,6 @@ func newUser(t *testing.T, s *testserver.Server, name string, groups ...string) 
 	}
 	cfg := &rest.Config{Host: s.URL(), QPS: -1, TLSClientConfig: rest.TLSClientConfig{CAData: s.CA(), CertData: certPEM, KeyData: keyPEM}}
 	return &user{name: name, cfg: cfg, cs: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg)}
-}
-
-func poll(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 var (
@@ -104,12 +97,12 @@ func TestTenants(t *testing.T) {
 	}
 	alice, bob := newUser(t, s, "alice", "tenant-a-devs"), newUser(t, s, "bob")
 	// The aggregation controller fills "edit" and the authorizer's informers catch up.
-	poll(t, "alice to be able to create pods in tenant-a", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, time.Minute, "alice to be able to create pods in tenant-a", func(ctx context.Context) (bool, error) {
 		r, err := alice.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "tenant-a", Verb: "create", Resource: "pods"}}}, metav1.CreateOptions{})
 		return err == nil && r.Status.Allowed, nil
 	})
-	poll(t, "bob's binding", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, time.Minute, "bob's binding", func(ctx context.Context) (bool, error) {
 		_, err := bob.cs.CoreV1().Pods("tenant-b").List(ctx, metav1.ListOptions{})
 		return err == nil, nil
 	})
@@ -129,7 +122,7 @@ func TestTenants(t *testing.T) {
 		if _, err := u.dyn.Resource(wasmPlugins).Namespace(ns).Create(ctx, plugin("WasmPlugin", ns, "require-owner", digest, []wasmv1.Hook{wasmv1.HookValidate}, cfg), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("%s installing a plugin in %s: %v", u.name, ns, err)
 		}
-		poll(t, u.name+"'s plugin to load", func(ctx context.Context) (bool, error) {
+		waitfor.Condition(t, time.Minute, u.name+"'s plugin to load", func(ctx context.Context) (bool, error) {
 			cur, err := u.dyn.Resource(wasmPlugins).Namespace(ns).Get(ctx, "require-owner", metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -201,7 +194,7 @@ func TestTenants(t *testing.T) {
 		}
 	})
 	t.Run("a ServiceAccount has only what it is bound to", func(t *testing.T) {
-		poll(t, "tenant-a's default ServiceAccount", func(ctx context.Context) (bool, error) {
+		waitfor.Condition(t, time.Minute, "tenant-a's default ServiceAccount", func(ctx context.Context) (bool, error) {
 			_, err := admin.CoreV1().ServiceAccounts("tenant-a").Get(ctx, "default", metav1.GetOptions{})
 			return err == nil, nil
 		})

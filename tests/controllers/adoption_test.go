@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func TestReplicaSetAdoptionAndRelease(t *testing.T) {
 		}
 		return in, out, nil
 	}
-	poll(t, 20*time.Second, "3 owned pods", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 20*time.Second, "3 owned pods", func(ctx context.Context) (bool, error) {
 		in, _, err := owned(ctx, "app=ad")
 		return in == 3, err
 	})
@@ -48,7 +49,7 @@ func TestReplicaSetAdoptionAndRelease(t *testing.T) {
 	victim := pods.Items[0].Name
 	_, err = e.client.CoreV1().Pods(e.ns).Patch(ctx, victim, types.MergePatchType, []byte(`{"metadata":{"labels":{"app":"gone"}}}`), metav1.PatchOptions{})
 	must(t, err)
-	poll(t, 20*time.Second, "released and replaced", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 20*time.Second, "released and replaced", func(ctx context.Context) (bool, error) {
 		in, _, err := owned(ctx, "app=ad")
 		if err != nil || in != 3 {
 			return false, err
@@ -58,7 +59,7 @@ func TestReplicaSetAdoptionAndRelease(t *testing.T) {
 	})
 	_, err = e.client.CoreV1().Pods(e.ns).Patch(ctx, victim, types.MergePatchType, []byte(`{"metadata":{"labels":{"app":"ad"}}}`), metav1.PatchOptions{})
 	must(t, err)
-	poll(t, 20*time.Second, "orphan adopted, surplus deleted", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 20*time.Second, "orphan adopted, surplus deleted", func(ctx context.Context) (bool, error) {
 		in, out, err := owned(ctx, "app=ad")
 		if err != nil || in != 3 || out != 0 {
 			return false, err

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func TestDeployment50Available(t *testing.T) {
 	for _, c := range d.Status.Conditions {
 		cond += fmt.Sprintf("%s=%s/%s ", c.Type, c.Status, c.Reason)
 	}
-	poll(t, 10*time.Second, "Progressing=NewReplicaSetAvailable", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 10*time.Second, "Progressing=NewReplicaSetAvailable", func(ctx context.Context) (bool, error) {
 		d, err := e.client.AppsV1().Deployments(e.ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"sync"
 	"testing"
 	"time"
@@ -85,7 +86,7 @@ func TestExpectationsPreventOverCreation(t *testing.T) {
 	}
 	_, err = e.client.AppsV1().ReplicaSets(e.ns).Create(ctx, rs, metav1.CreateOptions{})
 	must(t, err)
-	poll(t, 30*time.Second, "100 pods and status", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "100 pods and status", func(ctx context.Context) (bool, error) {
 		cur, err := e.client.AppsV1().ReplicaSets(e.ns).Get(ctx, "exp", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -105,7 +106,7 @@ func TestExpectationsPreventOverCreation(t *testing.T) {
 	sc.Spec.Replicas = 40
 	_, err = e.client.AppsV1().ReplicaSets(e.ns).UpdateScale(ctx, "exp", sc, metav1.UpdateOptions{})
 	must(t, err)
-	poll(t, 30*time.Second, "40 pods", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "40 pods", func(ctx context.Context) (bool, error) {
 		cur, err := e.client.AppsV1().ReplicaSets(e.ns).Get(ctx, "exp", metav1.GetOptions{})
 		if err != nil {
 			return false, err

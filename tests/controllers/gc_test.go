@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"slices"
 	"testing"
 	"time"
@@ -33,12 +34,12 @@ func TestCascadingDeletion(t *testing.T) {
 					t.Fatalf("foreground owner not marked: %v %v", cur.DeletionTimestamp, cur.Finalizers)
 				}
 			}
-			poll(t, 30*time.Second, "deployment gone", func(ctx context.Context) (bool, error) {
+			waitfor.Condition(t, 30*time.Second, "deployment gone", func(ctx context.Context) (bool, error) {
 				_, err := e.client.AppsV1().Deployments(e.ns).Get(ctx, "gc", metav1.GetOptions{})
 				return apierrors.IsNotFound(err), nil
 			})
 			if policy == metav1.DeletePropagationOrphan {
-				poll(t, 30*time.Second, "dependents orphaned", func(ctx context.Context) (bool, error) {
+				waitfor.Condition(t, 30*time.Second, "dependents orphaned", func(ctx context.Context) (bool, error) {
 					rss, err := e.client.AppsV1().ReplicaSets(e.ns).List(ctx, metav1.ListOptions{})
 					if err != nil || len(rss.Items) != 1 {
 						return false, err
@@ -50,13 +51,13 @@ func TestCascadingDeletion(t *testing.T) {
 					return len(rss.Items[0].OwnerReferences) == 0 && len(c.OwnerReferences) == 0, nil
 				})
 				// The pods stay with their (now orphaned) ReplicaSet.
-				poll(t, 10*time.Second, "pods kept", func(ctx context.Context) (bool, error) {
+				waitfor.Condition(t, 10*time.Second, "pods kept", func(ctx context.Context) (bool, error) {
 					n, err := countPods(ctx, e, "app=gc")
 					return n == 5, err
 				})
 				return
 			}
-			poll(t, 30*time.Second, "dependents deleted", func(ctx context.Context) (bool, error) {
+			waitfor.Condition(t, 30*time.Second, "dependents deleted", func(ctx context.Context) (bool, error) {
 				rss, err := e.client.AppsV1().ReplicaSets(e.ns).List(ctx, metav1.ListOptions{})
 				if err != nil || len(rss.Items) != 0 {
 					return false, err
@@ -94,7 +95,7 @@ func TestForegroundDeletionCircle(t *testing.T) {
 	}
 	fg := metav1.DeletePropagationForeground
 	must(t, cms.Delete(ctx, "c1", metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: metav1.NewUIDPreconditions(string(made[0].UID))}))
-	poll(t, 60*time.Second, "all three gone", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 60*time.Second, "all three gone", func(ctx context.Context) (bool, error) {
 		l, err := cms.List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

@@ -4,6 +4,7 @@ package controllers
 
 import (
 	"context"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -41,7 +41,7 @@ func newEnv(t *testing.T) *env {
 // newBareEnv starts a server without controllers, for tests that run their own.
 func newBareEnv(t *testing.T) *env {
 	t.Helper()
-	inst, err := server.Start(server.WithoutControllers(context.Background()), server.Config{DataDir: t.TempDir(), Port: 0, Logger: testserver.Logger()})
+	inst, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), Port: 0, DisableControllers: true, Logger: testserver.Logger()})
 	if err != nil {
 		t.Fatalf("starting server: %v", err)
 	}
@@ -156,19 +156,11 @@ func newDeployment(name string, n int32, image string) *appsv1.Deployment {
 	}
 }
 
-// poll waits for cond with a deadline.
-func poll(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
 // waitComplete waits until d is rolled out: observed, all updated, all available.
 func waitComplete(t *testing.T, e *env, name string, timeout time.Duration) *appsv1.Deployment {
 	t.Helper()
 	var d *appsv1.Deployment
-	poll(t, timeout, "deployment "+name+" complete", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, timeout, "deployment "+name+" complete", func(ctx context.Context) (bool, error) {
 		var err error
 		d, err = e.client.AppsV1().Deployments(e.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"os"
 	"os/exec"
 	"strings"
@@ -69,7 +70,7 @@ func TestKubectlRolloutWorkflow(t *testing.T) {
 	// `kubectl scale` PATCHes deployments/scale, which the API server does not serve yet
 	// (405); scale through the same subresource with PUT instead.
 	scaleDeployment(t, e, "web", 5)
-	poll(t, 30*time.Second, "paused scale to 5", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "paused scale to 5", func(ctx context.Context) (bool, error) {
 		n, err := countPods(ctx, e, "app=web")
 		return n == 5, err
 	})
@@ -85,7 +86,7 @@ func TestKubectlRolloutWorkflow(t *testing.T) {
 	kubectl(t, e, kc, "rollout", "status", "deployment/keep", "--timeout=60s")
 	kubectl(t, e, kc, "delete", "deployment", "keep", "--cascade=orphan")
 	kubectl(t, e, kc, "delete", "deployment", "web")
-	poll(t, 30*time.Second, "web's pods and ReplicaSets gone", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "web's pods and ReplicaSets gone", func(ctx context.Context) (bool, error) {
 		n, err := countPods(ctx, e, "app=web")
 		if err != nil || n != 0 {
 			return false, err

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,7 +57,7 @@ func TestLeaderElection(t *testing.T) {
 		})
 	}
 	t.Cleanup(stopAll)
-	poll(t, 20*time.Second, "a leader", func(context.Context) (bool, error) { return a.leading.Load() || b.leading.Load(), nil })
+	waitfor.Condition(t, 20*time.Second, "a leader", func(context.Context) (bool, error) { return a.leading.Load() || b.leading.Load(), nil })
 	leader, follower := a, b
 	if b.leading.Load() {
 		leader, follower = b, a
@@ -78,7 +79,7 @@ func TestLeaderElection(t *testing.T) {
 	stopped := time.Now()
 	leader.cancel()
 	<-leader.done
-	poll(t, 15*time.Second, "follower takes over", func(context.Context) (bool, error) { return follower.leading.Load(), nil })
+	waitfor.Condition(t, 15*time.Second, "follower takes over", func(context.Context) (bool, error) { return follower.leading.Load(), nil })
 	t.Logf("takeover after %v", time.Since(stopped).Round(time.Millisecond))
 	lease, err := e.client.CoordinationV1().Leases("kube-system").Get(ctx, "wasmplane-controller-manager", metav1.GetOptions{})
 	must(t, err)

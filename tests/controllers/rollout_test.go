@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"sort"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ func TestRollingUpdateBounds(t *testing.T) {
 				return nil
 			})
 			setImage(t, e, "web", "img:2")
-			poll(t, 60*time.Second, "rollout to img:2", func(ctx context.Context) (bool, error) {
+			waitfor.Condition(t, 60*time.Second, "rollout to img:2", func(ctx context.Context) (bool, error) {
 				d, err := e.client.AppsV1().Deployments(e.ns).Get(ctx, "web", metav1.GetOptions{})
 				if err != nil {
 					return false, err
@@ -98,7 +99,7 @@ func TestRecreateNeverOverlaps(t *testing.T) {
 		return nil
 	})
 	setImage(t, e, "rc", "img:2")
-	poll(t, 60*time.Second, "recreate to img:2", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 60*time.Second, "recreate to img:2", func(ctx context.Context) (bool, error) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		all, ready := podsByImage(w.pods)
@@ -119,7 +120,7 @@ func TestPauseResume(t *testing.T) {
 	must(t, err)
 	setImage(t, e, "p", "img:2")
 	// Paused: the controller observes the new generation but creates no new ReplicaSet.
-	poll(t, 20*time.Second, "paused condition observed", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 20*time.Second, "paused condition observed", func(ctx context.Context) (bool, error) {
 		d, err := e.client.AppsV1().Deployments(e.ns).Get(ctx, "p", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -145,7 +146,7 @@ func TestPauseResume(t *testing.T) {
 	}
 	_, err = e.client.AppsV1().Deployments(e.ns).Patch(ctx, "p", types.MergePatchType, []byte(`{"spec":{"paused":false}}`), metav1.PatchOptions{})
 	must(t, err)
-	poll(t, 60*time.Second, "rollout after resume", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 60*time.Second, "rollout after resume", func(ctx context.Context) (bool, error) {
 		pods, err := e.client.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=p"})
 		if err != nil {
 			return false, err
@@ -182,7 +183,7 @@ func TestScaleMidRollout(t *testing.T) {
 	}
 	setImage(t, e, "s", "img:4")
 	scale(0)
-	poll(t, 60*time.Second, "scaled to zero", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 60*time.Second, "scaled to zero", func(ctx context.Context) (bool, error) {
 		n, err := countPods(ctx, e, "app=s")
 		if err != nil || n != 0 {
 			return false, err
@@ -217,7 +218,7 @@ func TestRevisionHistoryAndUndo(t *testing.T) {
 		waitComplete(t, e, "h", 60*time.Second)
 	}
 	// Revisions 1..5 were made; history keeps the current one plus two old ones.
-	poll(t, 30*time.Second, "history trimmed to 2", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "history trimmed to 2", func(ctx context.Context) (bool, error) {
 		rss, err := e.client.AppsV1().ReplicaSets(e.ns).List(ctx, metav1.ListOptions{})
 		return err == nil && len(rss.Items) == 3, err
 	})
@@ -235,7 +236,7 @@ func TestRevisionHistoryAndUndo(t *testing.T) {
 	}
 	// kubectl rollout undo, as kubectl does it: copy revision 4's template into the Deployment.
 	undo(t, e, "h", byRev["4"])
-	poll(t, 60*time.Second, "undo to img:3 as revision 6", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 60*time.Second, "undo to img:3 as revision 6", func(ctx context.Context) (bool, error) {
 		d, err := e.client.AppsV1().Deployments(e.ns).Get(ctx, "h", metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,7 +97,7 @@ func TestContainerd(t *testing.T) {
 	kc := c.adminKubeconfig()
 
 	// The node reports containerd as its runtime.
-	eventually(t, 60*time.Second, "the node to be Ready on containerd", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 60*time.Second, "the node to be Ready on containerd", func(ctx context.Context) (bool, error) {
 		nodes, err := c.admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil || len(nodes.Items) == 0 {
 			return false, nil
@@ -131,7 +132,7 @@ spec:
 	created := time.Now()
 	c.mustKubectl(kc, manifest, "apply", "-f", "-")
 	var pod *corev1.Pod
-	eventually(t, 90*time.Second, "pod busybox to be Running", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 90*time.Second, "pod busybox to be Running", func(ctx context.Context) (bool, error) {
 		p, err := c.admin.CoreV1().Pods("default").Get(ctx, "busybox", metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -159,7 +160,7 @@ spec:
 	}
 
 	var logs string
-	eventually(t, 30*time.Second, "kubectl logs to show the container's output", func(context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "kubectl logs to show the container's output", func(context.Context) (bool, error) {
 		out, err := c.kubectl(kc, "", "logs", "busybox", "-c", "main")
 		if err != nil {
 			t.Logf("kubectl logs: %v", err)
@@ -180,7 +181,7 @@ spec:
 
 	deleted := time.Now()
 	c.mustKubectl(kc, "", "delete", "pod", "busybox", "--wait=false")
-	eventually(t, 60*time.Second, "pod busybox to be gone", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 60*time.Second, "pod busybox to be gone", func(ctx context.Context) (bool, error) {
 		_, err := c.admin.CoreV1().Pods("default").Get(ctx, "busybox", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -189,7 +190,7 @@ spec:
 	})
 	t.Logf("pod gone %s after delete", time.Since(deleted).Round(time.Millisecond))
 	// The kubelet removes the pod's containers and sandbox from containerd after the object is gone.
-	eventually(t, 30*time.Second, "containerd to have no container or sandbox left", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "containerd to have no container or sandbox left", func(ctx context.Context) (bool, error) {
 		cts, err := ctrd.runtime.ListContainers(ctx, nil)
 		if err != nil {
 			return false, err

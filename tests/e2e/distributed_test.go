@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -94,7 +95,7 @@ func (d *daemon) logCount(re *regexp.Regexp) int {
 // waitLog waits until the daemon logged a line matching re; an exit fails the test.
 func (d *daemon) waitLog(t *testing.T, re *regexp.Regexp, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, d.name+" to log "+re.String(), func(context.Context) (bool, error) {
+	waitfor.Condition(t, timeout, d.name+" to log "+re.String(), func(context.Context) (bool, error) {
 		select {
 		case <-d.done:
 			return false, fmt.Errorf("%s exited (%v): %s", d.name, d.cmd.ProcessState, tail(d.log, 10))
@@ -141,7 +142,7 @@ func TestDistributed(t *testing.T) {
 		agents[node] = startDaemon(t, root, "agent-"+node, "agent", "--kubeconfig", h.kubeconfig(t, dir, "system:node:"+node, "system:nodes"),
 			"--node-name", node, "--root-dir", agentRoot, "--kubelet-port", "-1", "--client-ca-file", filepath.Join(dirA, "pki", "ca.crt"), "--log-level", "info")
 	}
-	eventually(t, 60*time.Second, "both nodes Ready", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 60*time.Second, "both nodes Ready", func(ctx context.Context) (bool, error) {
 		return nodeReady(ctx, csA, "node-a") && nodeReady(ctx, csA, "node-b"), nil
 	})
 	phase("2 controller-managers, 2 schedulers, 2 agents started; nodes Ready")
@@ -149,13 +150,13 @@ func TestDistributed(t *testing.T) {
 	// One leader each: the Lease names one of the candidates, and only that one started
 	// working.
 	var cmLeader, schedLeader component
-	eventually(t, 60*time.Second, "a controller-manager and a scheduler leader", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 60*time.Second, "a controller-manager and a scheduler leader", func(ctx context.Context) (bool, error) {
 		var ok1, ok2 bool
 		cmLeader, ok1 = leader(ctx, csB, "wasmplane-controller-manager", cms)
 		schedLeader, ok2 = leader(ctx, csB, "kube-scheduler", scheds)
 		return ok1 && ok2, nil
 	})
-	eventually(t, 30*time.Second, "the leaders to start working", func(context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "the leaders to start working", func(context.Context) (bool, error) {
 		return cmLeader.d.logCount(cmLeading) == 1 && schedLeader.d.logCount(schedulerLeading) == 1, nil
 	})
 	for _, cands := range [][]component{cms, scheds} {
@@ -171,7 +172,7 @@ func TestDistributed(t *testing.T) {
 
 	// The shared ServiceAccount signing key: a token one server issues, the other accepts.
 	var token string
-	eventually(t, 30*time.Second, "a token for the default ServiceAccount from API server A", func(context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "a token for the default ServiceAccount from API server A", func(context.Context) (bool, error) {
 		out, err := c.kubectl(c.adminKubeconfig(), "", "create", "token", "default", "-n", "default")
 		token = strings.TrimSpace(out)
 		return err == nil && token != "", nil
@@ -209,7 +210,7 @@ func TestDistributed(t *testing.T) {
 	cmLeader.d.kill9(t)
 	killed := time.Now()
 	var schedTook, cmTook time.Duration
-	eventually(t, 30*time.Second, "the other scheduler and controller-manager to take the Leases", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "the other scheduler and controller-manager to take the Leases", func(ctx context.Context) (bool, error) {
 		if l, ok := leader(ctx, csA, "kube-scheduler", scheds); ok && l.identity == otherSched.identity && schedTook == 0 {
 			schedTook = time.Since(killed)
 		}
@@ -235,11 +236,11 @@ func TestDistributed(t *testing.T) {
 	onVictim := podsOn(t, csA, ns, victim)
 	agents[victim].kill9(t)
 	killed = time.Now()
-	eventually(t, 70*time.Second, victim+" to go NotReady", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 70*time.Second, victim+" to go NotReady", func(ctx context.Context) (bool, error) {
 		return !nodeReady(ctx, csA, victim), nil
 	})
 	phase(fmt.Sprintf("%s NotReady %.1fs after its agent was killed", victim, time.Since(killed).Seconds()))
-	eventually(t, 60*time.Second, fmt.Sprintf("the %d pods of %s to be evicted", len(onVictim), victim), func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 60*time.Second, fmt.Sprintf("the %d pods of %s to be evicted", len(onVictim), victim), func(ctx context.Context) (bool, error) {
 		for _, name := range onVictim {
 			p, err := csA.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			if err == nil && p.DeletionTimestamp == nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"path/filepath"
 	"testing"
 	"time"
@@ -35,9 +36,9 @@ func TestHAFailover(t *testing.T) {
 	startDaemon(t, root, "agent-node-a", "agent", "--kubeconfig", h.kubeconfig(t, h.dirB, "system:node:node-a", "system:nodes"),
 		"--node-name", "node-a", "--root-dir", agentRoot, "--kubelet-port", "-1", "--client-ca-file", filepath.Join(h.dirA, "pki", "ca.crt"), "--log-level", "warn")
 	cs := h.c.admin
-	eventually(t, 60*time.Second, "node-a Ready", func(ctx context.Context) (bool, error) { return nodeReady(ctx, cs, "node-a"), nil })
+	waitfor.Condition(t, 60*time.Second, "node-a Ready", func(ctx context.Context) (bool, error) { return nodeReady(ctx, cs, "node-a"), nil })
 	var cmLeader, schedLeader component
-	eventually(t, 60*time.Second, "a controller-manager and a scheduler leader", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 60*time.Second, "a controller-manager and a scheduler leader", func(ctx context.Context) (bool, error) {
 		var ok1, ok2 bool
 		cmLeader, ok1 = leader(ctx, cs, "wasmplane-controller-manager", h.cms)
 		schedLeader, ok2 = leader(ctx, cs, "kube-scheduler", h.scheds)
@@ -66,7 +67,7 @@ func TestHAFailover(t *testing.T) {
 		t.Helper()
 		replicas++
 		start := time.Now()
-		eventually(t, 10*time.Second, "scaling the Deployment", func(ctx context.Context) (bool, error) {
+		waitfor.Condition(t, 10*time.Second, "scaling the Deployment", func(ctx context.Context) (bool, error) {
 			_, err := h.csB.AppsV1().Deployments(ns).Patch(ctx, "ha", types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas), metav1.PatchOptions{})
 			return err == nil, nil
 		})
@@ -88,7 +89,7 @@ func TestHAFailover(t *testing.T) {
 		cands []component
 	}{{"kube-scheduler", h.scheds}, {"wasmplane-controller-manager", h.cms}} {
 		var current component
-		eventually(t, 30*time.Second, "a "+step.lease+" leader", func(ctx context.Context) (bool, error) {
+		waitfor.Condition(t, 30*time.Second, "a "+step.lease+" leader", func(ctx context.Context) (bool, error) {
 			var ok bool
 			current, ok = leader(ctx, cs, step.lease, step.cands)
 			return ok, nil
@@ -97,15 +98,12 @@ func TestHAFailover(t *testing.T) {
 		current.d.kill9(t)
 		killed[current.d] = true
 		killedAt := time.Now()
-		eventually(t, 30*time.Second, standby.d.name+" to take "+step.lease, func(ctx context.Context) (bool, error) {
+		waitfor.Condition(t, 15*time.Second, standby.d.name+" to take "+step.lease+" within 15 s", func(ctx context.Context) (bool, error) {
 			l, ok := leader(ctx, cs, step.lease, step.cands)
 			return ok && l.identity == standby.identity, nil
 		})
 		took := time.Since(killedAt)
 		phase(fmt.Sprintf("killed %s; %s took the Lease after %.1fs", current.d.name, standby.d.name, took.Seconds()))
-		if took > 15*time.Second {
-			t.Errorf("failover of %s took %.1fs, more than 15s", step.lease, took.Seconds())
-		}
 		scale("the kill of " + current.d.name)
 	}
 }
@@ -171,7 +169,7 @@ func etcdLeader(t *testing.T, urls []string) int {
 	}
 	defer c.Close()
 	found := -1
-	eventually(t, 30*time.Second, "the etcd leader", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "the etcd leader", func(ctx context.Context) (bool, error) {
 		for i, u := range urls {
 			st, err := c.Status(ctx, u)
 			if err == nil && st.Header.MemberId == st.Leader {

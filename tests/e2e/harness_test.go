@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -455,7 +456,7 @@ func (c *cluster) pluginResource(namespace string) dynamic.ResourceInterface {
 func (c *cluster) waitPluginLoaded(name, namespace string, gen int64) {
 	c.t.Helper()
 	ri := c.pluginResource(namespace)
-	eventually(c.t, 90*time.Second, "plugin "+name+" to load", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(c.t, 90*time.Second, "plugin "+name+" to load", func(ctx context.Context) (bool, error) {
 		cur, err := ri.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -484,18 +485,10 @@ func (c *cluster) createNamespaces(names ...string) {
 // aggregation controller fills the edit role a moment after start.
 func (c *cluster) waitCan(kubeconfig string, args ...string) {
 	c.t.Helper()
-	eventually(c.t, 60*time.Second, "kubectl auth can-i "+strings.Join(args, " "), func(context.Context) (bool, error) {
+	waitfor.Condition(c.t, 60*time.Second, "kubectl auth can-i "+strings.Join(args, " "), func(context.Context) (bool, error) {
 		out, _ := c.kubectl(kubeconfig, "", append([]string{"auth", "can-i"}, args...)...)
 		return strings.TrimSpace(out) == "yes", nil
 	})
-}
-
-// eventually polls cond every 100 ms until it holds, returns an error, or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 // testCtx is a context that ends with the test.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,7 +214,7 @@ func TestHotSwapDuringRollout(t *testing.T) {
 		t.Errorf("plugin status digest %q, want the last module applied (%x)", got, sum)
 	}
 	// 30 new pods, all Running.
-	eventually(t, 60*time.Second, "30 Running pods of the new template", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 60*time.Second, "30 Running pods of the new template", func(ctx context.Context) (bool, error) {
 		l, err := c.admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=wave"})
 		if err != nil {
 			return false, nil
@@ -247,7 +248,7 @@ func rolledOut(d *appsv1.Deployment, gen int64) bool {
 
 func waitRolledOut(t *testing.T, c *cluster, ns, name string, gen int64) {
 	t.Helper()
-	eventually(t, 120*time.Second, "deployment "+name+" to roll out", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 120*time.Second, "deployment "+name+" to roll out", func(ctx context.Context) (bool, error) {
 		d, err := c.admin.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && rolledOut(d, gen), nil
 	})

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -124,7 +125,7 @@ func testKill9DuringRollout(t *testing.T, kill func(stored, running int) bool) {
 	// watch that the ReplicaSet never exceeds its size.
 	var pods []corev1.Pod
 	maxSeen := 0
-	eventually(t, 90*time.Second, fmt.Sprintf("%d Running pods", fleetReplicas), func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 90*time.Second, fmt.Sprintf("%d Running pods", fleetReplicas), func(ctx context.Context) (bool, error) {
 		l, err := c.admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=fleet"})
 		if err != nil {
 			return false, nil

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,7 +58,7 @@ func TestRunawayPluginsDoNotStarveTheServer(t *testing.T) {
 			if err := c.proc.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 10*time.Second, "the goroutine dump on SIGQUIT", func(context.Context) (bool, error) {
+			waitfor.Condition(t, 10*time.Second, "the goroutine dump on SIGQUIT", func(context.Context) (bool, error) {
 				b, err := os.ReadFile(c.proc.log)
 				return err == nil && strings.Contains(string(b), "=== goroutine dump on SIGQUIT"), err
 			})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"strings"
 	"testing"
 	"time"
@@ -82,7 +83,7 @@ func TestSeedFlow(t *testing.T) {
 		"--initializer", "podimage.example.com", "--config", c.writeFile("mirror.json", `{"mirror":"mirror.example.com"}`))
 	// Like a webhook configuration, the InitializerConfiguration takes effect once the
 	// server's cache holds it: a dry-run create shows the pending initializer then.
-	eventually(t, 30*time.Second, "the InitializerConfiguration to take effect", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "the InitializerConfiguration to take effect", func(ctx context.Context) (bool, error) {
 		p, err := c.admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "counter:1"}}}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
@@ -95,7 +96,7 @@ func TestSeedFlow(t *testing.T) {
 	c.mustKubectl(dev, "", "create", "deployment", "web", "--image=counter:1", "--replicas=3")
 	var failed *appsv1.ReplicaSet
 	t.Run("the validate plugin refuses the pods", func(t *testing.T) {
-		eventually(t, 60*time.Second, "the ReplicaSet to report the denial", func(ctx context.Context) (bool, error) {
+		waitfor.Condition(t, 60*time.Second, "the ReplicaSet to report the denial", func(ctx context.Context) (bool, error) {
 			rss, err := c.admin.AppsV1().ReplicaSets("demo").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 			if err != nil || len(rss.Items) != 1 {
 				return false, err
@@ -118,7 +119,7 @@ func TestSeedFlow(t *testing.T) {
 			t.Errorf("ReplicaFailure condition %s: %q, want FailedCreate naming demo/require-team and the label", cond.Reason, cond.Message)
 		}
 		// The Deployment carries it on, as in Kubernetes, on its next sync.
-		eventually(t, 30*time.Second, "the Deployment to carry the ReplicaFailure condition", func(ctx context.Context) (bool, error) {
+		waitfor.Condition(t, 30*time.Second, "the Deployment to carry the ReplicaFailure condition", func(ctx context.Context) (bool, error) {
 			d, err := c.admin.AppsV1().Deployments("demo").Get(ctx, "web", metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -166,7 +167,7 @@ func TestSeedFlow(t *testing.T) {
 
 	var pods []corev1.Pod
 	t.Run("three pods mutated, initialized, scheduled and Running", func(t *testing.T) {
-		eventually(t, 60*time.Second, "3 Running pods", func(ctx context.Context) (bool, error) {
+		waitfor.Condition(t, 60*time.Second, "3 Running pods", func(ctx context.Context) (bool, error) {
 			l, err := c.admin.CoreV1().Pods("demo").List(ctx, metav1.ListOptions{LabelSelector: labels.Set{"app": "web"}.String()})
 			if err != nil {
 				return false, err
@@ -211,7 +212,7 @@ func TestSeedFlow(t *testing.T) {
 
 	t.Run("kubectl logs shows the WASI program's output", func(t *testing.T) {
 		for _, p := range pods {
-			eventually(t, 30*time.Second, "logs of "+p.Name, func(context.Context) (bool, error) {
+			waitfor.Condition(t, 30*time.Second, "logs of "+p.Name, func(context.Context) (bool, error) {
 				out, err := c.kubectl(dev, "", "logs", p.Name, "--tail=5")
 				return err == nil && strings.Contains(out, "count "), nil
 			})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,7 +135,7 @@ func TestTenants(t *testing.T) {
 
 	t.Run("the admitted pods run", func(t *testing.T) {
 		for _, p := range []struct{ ns, name string }{{"tenant-a", "a2"}, {"tenant-b", "b2"}} {
-			eventually(t, 60*time.Second, p.ns+"/"+p.name+" Running", func(ctx context.Context) (bool, error) {
+			waitfor.Condition(t, 60*time.Second, p.ns+"/"+p.name+" Running", func(ctx context.Context) (bool, error) {
 				pod, err := c.admin.CoreV1().Pods(p.ns).Get(ctx, p.name, metav1.GetOptions{})
 				return err == nil && podRunning(pod), nil
 			})

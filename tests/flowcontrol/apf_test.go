@@ -5,6 +5,7 @@ package flowcontrol_test
 
 import (
 	"context"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"io"
 	"net/http"
 	"slices"
@@ -20,19 +21,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
-
-func poll(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
 
 // userClient is an HTTP client holding a client certificate of name: raw, because
 // client-go retries 429s on its own.
@@ -57,7 +50,7 @@ func TestBootstrapConfiguration(t *testing.T) {
 	cs := s.Clientset(t, true)
 	fc := cs.FlowcontrolV1()
 	ctx := context.Background()
-	poll(t, time.Minute, "the bootstrap configuration", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, time.Minute, "the bootstrap configuration", func(ctx context.Context) (bool, error) {
 		for _, fs := range slices.Concat(bootstrap.MandatoryFlowSchemas, bootstrap.SuggestedFlowSchemas) {
 			if _, err := fc.FlowSchemas().Get(ctx, fs.Name, metav1.GetOptions{}); err != nil {
 				return false, nil
@@ -78,7 +71,7 @@ func TestBootstrapConfiguration(t *testing.T) {
 	if err := fc.FlowSchemas().Delete(ctx, "catch-all", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, time.Minute, "catch-all to come back", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, time.Minute, "catch-all to come back", func(ctx context.Context) (bool, error) {
 		fs, err := fc.FlowSchemas().Get(ctx, "catch-all", metav1.GetOptions{})
 		return err == nil && fs.UID != old.UID, nil
 	})
@@ -101,7 +94,7 @@ func TestBootstrapConfiguration(t *testing.T) {
 	if _, err := fc.FlowSchemas().Update(ctx, gd, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, time.Minute, "global-default's spec to be restored (autoupdate-spec is true)", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, time.Minute, "global-default's spec to be restored (autoupdate-spec is true)", func(ctx context.Context) (bool, error) {
 		fs, err := fc.FlowSchemas().Get(ctx, "global-default", metav1.GetOptions{})
 		return err == nil && fs.Spec.MatchingPrecedence == want, nil
 	})
@@ -111,7 +104,7 @@ func TestBootstrapConfiguration(t *testing.T) {
 	if _, err := fc.FlowSchemas().Create(ctx, dangling, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, time.Minute, "the Dangling condition", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, time.Minute, "the Dangling condition", func(ctx context.Context) (bool, error) {
 		fs, err := fc.FlowSchemas().Get(ctx, "dangling", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -157,7 +150,7 @@ func TestTenantFlood(t *testing.T) {
 	flooder, other := userClient(t, s, "flooder"), userClient(t, s, "bystander")
 	list := s.URL() + "/api/v1/namespaces/default/configmaps"
 	// The controller picks the new schema up from its informers.
-	poll(t, time.Minute, "the tenant's requests to be classified on its level", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, time.Minute, "the tenant's requests to be classified on its level", func(ctx context.Context) (bool, error) {
 		resp, err := flooder.Get(list)
 		if err != nil {
 			return false, err
@@ -187,7 +180,7 @@ func TestTenantFlood(t *testing.T) {
 			t.Fatalf("tenant watch %d: %d", i, wresp.StatusCode)
 		}
 	}
-	poll(t, 30*time.Second, "a tenant GET beside its open watch", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "a tenant GET beside its open watch", func(ctx context.Context) (bool, error) {
 		resp, err := flooder.Get(list)
 		if err != nil {
 			return false, err
@@ -222,22 +215,9 @@ func TestTenantFlood(t *testing.T) {
 	// The bystander's GETs while the flood runs: every one served, each in time.
 	var slowest time.Duration
 	for i := range 40 {
-		start := time.Now()
-		resp, err := other.Get(list)
-		if err != nil {
-			t.Fatalf("bystander GET %d: %v", i, err)
-		}
-		drain(resp)
-		took := time.Since(start)
-		slowest = max(slowest, took)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("bystander GET %d during the flood: %d", i, resp.StatusCode)
-		}
-		if took > 10*time.Second {
-			t.Fatalf("bystander GET %d took %v during the flood", i, took)
-		}
+		slowest = max(slowest, bystanderGET(t, other, list, i))
 	}
-	poll(t, time.Minute, "the flooder to be rejected", func(context.Context) (bool, error) { return rejected.Load() > 0, nil })
+	waitfor.Condition(t, time.Minute, "the flooder to be rejected", func(context.Context) (bool, error) { return rejected.Load() > 0, nil })
 	stopFlood()
 	wg.Wait()
 	t.Logf("flooder: %d served, %d rejected; bystander's slowest GET %v", served.Load(), rejected.Load(), slowest)
@@ -291,4 +271,29 @@ func grantConfigMapReads(t *testing.T, cs kubernetes.Interface) {
 func drain(resp *http.Response) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
+}
+
+// bystanderGET is one GET of the bystander during the flood: served, within 10 s (the
+// request's deadline). It returns how long it took, for the log.
+func bystanderGET(t *testing.T, c *http.Client, url string, i int) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("bystander GET %d during the flood, within 10 s: %v", i, err)
+	}
+	drain(resp)
+	if ctx.Err() != nil {
+		t.Fatalf("bystander GET %d during the flood: not read within 10 s", i)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("bystander GET %d during the flood: %d", i, resp.StatusCode)
+	}
+	return time.Since(start)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"io"
 	"os/exec"
 	"regexp"
@@ -121,7 +122,7 @@ func startBinary(t *testing.T, dir string, port int) *process {
 	select {
 	case u := <-urls:
 		cs := testserver.NewClientset(t, testserver.KubeconfigConfig(t, dir, false))
-		eventually(t, 20*time.Second, "the restarted server to serve", func(ctx context.Context) (bool, error) {
+		waitfor.Condition(t, 20*time.Second, "the restarted server to serve", func(ctx context.Context) (bool, error) {
 			_, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
 			return err == nil, nil
 		})

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"io"
 	"net"
 	"net/http"
@@ -71,7 +72,7 @@ func TestPodInformer(t *testing.T) {
 	// exactly the server's pods at their current resourceVersions.
 	settle := func(phase string, want map[string][]string) {
 		t.Helper()
-		eventually(t, 60*time.Second, phase, func(ctx context.Context) (bool, error) {
+		waitfor.Condition(t, 60*time.Second, phase, func(ctx context.Context) (bool, error) {
 			for name, seq := range want {
 				if !slices.Equal(rec.sequence(name), seq) {
 					return false, nil

@@ -14,7 +14,6 @@ import (
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -51,12 +50,4 @@ func newNamespace(t *testing.T, cs kubernetes.Interface, prefix string) string {
 		t.Fatalf("creating namespace: %v", err)
 	}
 	return ns.Name
-}
-
-// eventually polls cond every 20 ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }

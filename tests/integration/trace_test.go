@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func TestPodTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tr resources.PodTrace
-	eventually(t, 30*time.Second, "the binding to reach the trace", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "the binding to reach the trace", func(ctx context.Context) (bool, error) {
 		body, err := cs.CoreV1().RESTClient().Get().Namespace(ns).Resource("pods").Name("traced").SubResource("trace").DoRaw(ctx)
 		if err != nil {
 			return false, err
@@ -178,7 +179,7 @@ func TestUnschedulablePodTrace(t *testing.T) {
 		return out, nil
 	}
 	var steps []trace.Step
-	eventually(t, 30*time.Second, "a failed scheduling attempt in the trace", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "a failed scheduling attempt in the trace", func(ctx context.Context) (bool, error) {
 		var err error
 		steps, err = attempts(ctx)
 		return len(steps) > 0, err
@@ -206,7 +207,7 @@ func TestUnschedulablePodTrace(t *testing.T) {
 	if _, err := cs.CoreV1().Nodes().Patch(ctx, "pending-a", types.MergePatchType, []byte(`{"metadata":{"labels":{"disk":"nvme"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the retried attempt to be counted", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "the retried attempt to be counted", func(ctx context.Context) (bool, error) {
 		var err error
 		steps, err = attempts(ctx)
 		return len(steps) == 1 && steps[0].Count >= 2, err

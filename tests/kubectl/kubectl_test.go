@@ -88,7 +88,7 @@ data:
   color: blue
 `
 
-// TestKubectl walks the commands of issue 2 in the order a user would type them; each
+// TestKubectl walks the everyday kubectl commands in the order a user would type them; each
 // step depends on the state the previous ones left.
 func TestKubectl(t *testing.T) {
 	srv := testserver.StartAPI(t)

@@ -3,6 +3,7 @@ package robustness
 import (
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"maps"
 	"slices"
 	"strings"
@@ -61,7 +62,7 @@ func installFaultyPlugins(ctx context.Context, t *testing.T, up *proc, ns string
 		if _, _, err := tc.Apply(ctx, toolkit.ApplyOptions{Name: p.name, Namespace: ns, Spec: spec}); err != nil {
 			t.Fatalf("applying plugin %s: %v", p.name, err)
 		}
-		eventually(t, 60*time.Second, "plugin "+p.name+" to load", func(ctx context.Context) (bool, error) {
+		waitfor.Condition(t, 60*time.Second, "plugin "+p.name+" to load", func(ctx context.Context) (bool, error) {
 			cur, err := plugins.Get(ctx, p.name, metav1.GetOptions{})
 			if err != nil {
 				return false, nil

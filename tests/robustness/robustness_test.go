@@ -14,6 +14,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"maps"
 	"os"
 	"sync"
@@ -83,7 +84,7 @@ func runScenario(t *testing.T, e *env, p profile, fault string) {
 	began := time.Now()
 	ns := "robustness-" + fault
 	admin := testserver.NewClientset(t, e.ups[0].config(t, 10*time.Second))
-	eventually(t, 30*time.Second, "creating namespace "+ns, func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "creating namespace "+ns, func(ctx context.Context) (bool, error) {
 		_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		return err == nil, nil
 	})
@@ -132,7 +133,7 @@ func runScenario(t *testing.T, e *env, p profile, fault string) {
 
 	// A last write every watcher must see, then the final state.
 	var sentinelRV int64
-	eventually(t, 30*time.Second, "writing the final marker", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "writing the final marker", func(ctx context.Context) (bool, error) {
 		cm, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, configMap(ns, "end-marker", "end", 0), metav1.CreateOptions{})
 		if err == nil {
 			sentinelRV = parseRV(cm.ResourceVersion)
@@ -150,7 +151,7 @@ func runScenario(t *testing.T, e *env, p profile, fault string) {
 		final.items[cm.Name] = item{RV: parseRV(cm.ResourceVersion), Value: cm.Data["v"]}
 	}
 	for _, w := range watchers {
-		eventually(t, 30*time.Second, fmt.Sprintf("watcher %d to see the final marker", w.id), func(context.Context) (bool, error) {
+		waitfor.Condition(t, 30*time.Second, fmt.Sprintf("watcher %d to see the final marker", w.id), func(context.Context) (bool, error) {
 			return w.covered() >= sentinelRV, nil
 		})
 	}
@@ -227,7 +228,7 @@ func inject(t *testing.T, e *env, fault, ns string) string {
 		e.etcd[victim].kill()
 		if fault == "kill-etcd-leader" {
 			// Wait for the two others to elect a new leader before the member comes back.
-			eventually(t, 30*time.Second, "a new etcd leader", func(ctx context.Context) (bool, error) {
+			waitfor.Condition(t, 30*time.Second, "a new etcd leader", func(ctx context.Context) (bool, error) {
 				l, err := e.etcdLeader(ctx)
 				return err == nil && l != victim, nil
 			})
@@ -254,12 +255,4 @@ func inject(t *testing.T, e *env, fault, ns string) string {
 	}
 	t.Fatalf("unknown fault %q", fault)
 	return ""
-}
-
-// eventually polls cond until it holds, or fails the test after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }

@@ -4,7 +4,9 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"io"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"log/slog"
 	"sync"
 	"testing"
@@ -137,16 +139,15 @@ func (e *env) createPod(t testing.TB, p *v1.Pod) {
 // waitFor polls cond until it is true or the deadline passes.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	// A failing check is retried, not fatal (a Get may race the create); the last error
+	// goes into the failure.
+	var last error
+	if err := wait.PollUntilContextTimeout(context.Background(), waitfor.Interval, timeout, true, func(context.Context) (bool, error) {
 		ok, err := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s (last error: %v)", timeout, what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		last = err
+		return ok, nil
+	}); err != nil {
+		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
 	}
 }
 

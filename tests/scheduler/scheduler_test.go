@@ -213,22 +213,17 @@ func TestUnschedulableThenNodeAppears(t *testing.T) {
 	})
 	attempts := e.counter(t, "scheduler_schedule_attempts_total", map[string]string{"result": "unschedulable", "profile": "default-scheduler"})
 
-	start := time.Now()
 	e.createNode(t, nodeSpec{name: "big", cpu: "32", mem: "64Gi"})
-	got := e.waitBound(t, ns, "huge", 20*time.Second)
-	elapsed := time.Since(start)
+	// Only an event can move a pod out of the unschedulable pool before the 5-minute
+	// flush, and the move does not wait for the 1 s backoff tick when the queue is idle:
+	// bound within a second of the node appearing.
+	got := e.waitBound(t, ns, "huge", time.Second)
 	if got.Spec.NodeName != "big" {
 		t.Fatalf("bound to %s", got.Spec.NodeName)
-	}
-	// Only an event can move a pod out of the unschedulable pool before the 5-minute
-	// flush, and the move does not wait for the 1 s backoff tick when the queue is idle.
-	if elapsed > time.Second {
-		t.Errorf("bound %v after the node appeared; an event requeue must beat the 1 s backoff and the 5 min flush", elapsed)
 	}
 	if after := e.counter(t, "scheduler_schedule_attempts_total", map[string]string{"result": "unschedulable", "profile": "default-scheduler"}); after != attempts {
 		t.Errorf("unschedulable attempts went %v → %v: retried without an event", attempts, after)
 	}
-	t.Logf("bound %v after the node was created", elapsed)
 }
 
 // TestProfilesBySchedulerName: a bin-packing profile (ClusterAutoscalerProvider,

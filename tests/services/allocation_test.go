@@ -3,6 +3,7 @@ package services_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"net/netip"
 	"strings"
 	"testing"
@@ -204,7 +205,7 @@ func kubernetesAddresses(ctx context.Context, cs kubernetes.Interface, port int3
 
 func waitKubernetesAddresses(t *testing.T, cs kubernetes.Interface, port int32, want ...string) {
 	t.Helper()
-	poll(t, 30*time.Second, "kubernetes endpoints "+strings.Join(want, ","), func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "kubernetes endpoints "+strings.Join(want, ","), func(ctx context.Context) (bool, error) {
 		got, err := kubernetesAddresses(ctx, cs, port)
 		return strings.Join(got, ",") == strings.Join(want, ","), err
 	})
@@ -232,7 +233,7 @@ func TestKubernetesService(t *testing.T) {
 	if err := cs.CoreV1().Endpoints("default").Delete(ctx, "kubernetes", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 30*time.Second, "the kubernetes Service restored", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "the kubernetes Service restored", func(ctx context.Context) (bool, error) {
 		k, err := cs.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 		return err == nil && k.Spec.Ports[0].Port == 443, err
 	})

@@ -2,6 +2,7 @@ package services_test
 
 import (
 	"context"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"slices"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func TestEndpointsFollowReadyPods(t *testing.T) {
 	// Wait for the Deployment's two pods to be Ready and the odd one Running.
 	var readyPods []corev1.Pod
 	var unreadyPod corev1.Pod
-	poll(t, 120*time.Second, "two ready pods and one running unready", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 120*time.Second, "two ready pods and one running unready", func(ctx context.Context) (bool, error) {
 		list, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 		if err != nil {
 			return false, err
@@ -87,7 +88,7 @@ func TestEndpointsFollowReadyPods(t *testing.T) {
 	}
 	wantReady, wantUnready := want(readyPods...), want(unreadyPod)
 
-	poll(t, 30*time.Second, "Endpoints listing the ready pods", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "Endpoints listing the ready pods", func(ctx context.Context) (bool, error) {
 		ep, err := cs.CoreV1().Endpoints("default").Get(ctx, "web", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -117,7 +118,7 @@ func TestEndpointsFollowReadyPods(t *testing.T) {
 			ep.Labels["endpoints.kubernetes.io/managed-by"] == "endpoint-controller", nil
 	})
 
-	poll(t, 30*time.Second, "an EndpointSlice listing the pods", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "an EndpointSlice listing the pods", func(ctx context.Context) (bool, error) {
 		list, err := cs.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=web"})
 		if err != nil {
 			return false, err
@@ -159,7 +160,7 @@ func TestEndpointsFollowReadyPods(t *testing.T) {
 	if _, err := cs.CoreV1().Services("default").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 30*time.Second, "every pod ready with publishNotReadyAddresses", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "every pod ready with publishNotReadyAddresses", func(ctx context.Context) (bool, error) {
 		ep, err := cs.CoreV1().Endpoints("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -171,7 +172,7 @@ func TestEndpointsFollowReadyPods(t *testing.T) {
 	if err := cs.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 30*time.Second, "Endpoints and EndpointSlices deleted with the Service", func(ctx context.Context) (bool, error) {
+	waitfor.Condition(t, 30*time.Second, "Endpoints and EndpointSlices deleted with the Service", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Endpoints("default").Get(ctx, "web", metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return false, nil
@@ -202,12 +203,12 @@ func TestRootCAPublished(t *testing.T) {
 		}
 	}
 	for _, ns := range []string{"default", "kube-system", "fresh"} {
-		poll(t, 30*time.Second, "kube-root-ca.crt in "+ns, published(ns))
+		waitfor.Condition(t, 30*time.Second, "kube-root-ca.crt in "+ns, published(ns))
 	}
 	if err := cs.CoreV1().ConfigMaps("fresh").Delete(ctx, rootcacertpublisher.ConfigMapName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 30*time.Second, "kube-root-ca.crt recreated", published("fresh"))
+	waitfor.Condition(t, 30*time.Second, "kube-root-ca.crt recreated", published("fresh"))
 	cm, err := cs.CoreV1().ConfigMaps("fresh").Get(ctx, rootcacertpublisher.ConfigMapName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -216,5 +217,5 @@ func TestRootCAPublished(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps("fresh").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 30*time.Second, "kube-root-ca.crt restored", published("fresh"))
+	waitfor.Condition(t, 30*time.Second, "kube-root-ca.crt restored", published("fresh"))
 }

@@ -3,6 +3,7 @@ package services_test
 import (
 	"context"
 	"fmt"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"testing"
 	"time"
 
@@ -59,7 +60,7 @@ func TestEndpointsMirroredToSlices(t *testing.T) {
 	}
 	expect := func(what string, want map[string]bool, slices int) {
 		t.Helper()
-		poll(t, 30*time.Second, what, func(ctx context.Context) (bool, error) {
+		waitfor.Condition(t, 30*time.Second, what, func(ctx context.Context) (bool, error) {
 			got, n, err := mirroredAddresses(ctx, cs, "default", "external")
 			if err != nil || n != slices || len(got) != len(want) {
 				return false, err

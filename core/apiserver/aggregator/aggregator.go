@@ -90,7 +90,7 @@ type target struct {
 // New returns an aggregation layer with no targets.
 func New(cfg Config) *Aggregator {
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Aggregator{cfg: cfg, targets: map[schema.GroupVersion]*target{}}
 }

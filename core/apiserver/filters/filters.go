@@ -46,22 +46,18 @@ func WithUser(ctx context.Context, u *User) context.Context { return authn.WithU
 // UserFrom returns the user of a request, if any.
 func UserFrom(ctx context.Context) (*User, bool) { return authn.UserFrom(ctx) }
 
-// Authenticator decides who a request is from: the authn package's interface, named here
-// so that the filter's callers need not import authn for it.
-type Authenticator = authn.Authenticator
-
 // AdminAuthenticator treats every request as system:admin in system:masters: the
 // insecure loopback port's authenticator, and in-process tests'.
 type AdminAuthenticator struct{}
 
-// AuthenticateRequest implements Authenticator.
+// AuthenticateRequest implements authn.Authenticator.
 func (AdminAuthenticator) AuthenticateRequest(*http.Request) (*User, []string, bool, error) {
 	return &User{Name: "system:admin", Groups: []string{"system:masters", "system:authenticated"}}, nil, true, nil
 }
 
 // WithAuthentication is the seed's withAuthentication: the first authenticator that
 // succeeds wins, the Authorization header is dropped, and the user goes in the context.
-func WithAuthentication(h http.Handler, auth Authenticator, writeErr ErrorWriter) http.Handler {
+func WithAuthentication(h http.Handler, auth authn.Authenticator, writeErr ErrorWriter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		start := time.Now()
 		u, _, ok, err := auth.AuthenticateRequest(req)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/wasmplane/wasmplane/core/authn"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -53,7 +54,7 @@ func (f fixedAuth) AuthenticateRequest(*http.Request) (*User, []string, bool, er
 func TestAuthentication(t *testing.T) {
 	tests := []struct {
 		name     string
-		auth     Authenticator
+		auth     authn.Authenticator
 		wantCode int
 		wantUser string
 	}{

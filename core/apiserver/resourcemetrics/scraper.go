@@ -46,7 +46,7 @@ func NewScraper(cfg Config, store *Store) *Scraper {
 		cfg.Resolution = DefaultResolution
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Scraper{cfg: cfg, store: store}
 }

@@ -186,7 +186,7 @@ func (al *allocation) release(ctx context.Context) {
 
 func (a *Services) log() *slog.Logger {
 	if a.Log == nil {
-		return slog.Default()
+		return slog.New(slog.DiscardHandler)
 	}
 	return a.Log
 }

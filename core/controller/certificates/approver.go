@@ -173,7 +173,7 @@ type Approver struct {
 // approved, so that RBAC (the nodeclient and selfnodeclient ClusterRoles) decides.
 func NewApprover(client kubernetes.Interface, factory informers.SharedInformerFactory, log *slog.Logger) (*Approver, error) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	inf := factory.Certificates().V1().CertificateSigningRequests()
 	a := &Approver{client: client, lister: inf.Lister(), synced: inf.Informer().HasSynced,

@@ -40,7 +40,7 @@ type Signer struct {
 // maxDuration (0 = DefaultSigningDuration) caps every certificate's validity.
 func NewSigner(client kubernetes.Interface, factory informers.SharedInformerFactory, ca *pki.CA, maxDuration time.Duration, log *slog.Logger) (*Signer, error) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	if maxDuration <= 0 {
 		maxDuration = DefaultSigningDuration

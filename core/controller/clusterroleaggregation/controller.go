@@ -36,7 +36,7 @@ type Controller struct {
 // New returns a controller fed by factory's ClusterRole informer.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, log *slog.Logger) (*Controller, error) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	inf := factory.Rbac().V1().ClusterRoles()
 	c := &Controller{

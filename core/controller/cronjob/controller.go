@@ -46,7 +46,7 @@ var controllerKind = batchv1.SchemeGroupVersion.WithKind("CronJob")
 
 // Options tunes a Controller.
 type Options struct {
-	// Logger receives logs (default slog.Default()).
+	// Logger receives logs (nil = discarded).
 	Logger *slog.Logger
 	// Recorder receives events (SuccessfulCreate, SawCompletedJob, MissSchedule…); nil = none.
 	Recorder record.EventRecorder
@@ -69,7 +69,7 @@ type Controller struct {
 // New returns a CronJob controller fed by factory's CronJob and Job informers.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, opts Options) (*Controller, error) {
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

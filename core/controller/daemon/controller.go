@@ -46,7 +46,7 @@ const (
 
 // Options tunes a Controller; the zero value is Kubernetes' behaviour.
 type Options struct {
-	// Logger receives logs (default slog.Default()).
+	// Logger receives logs (nil = discarded).
 	Logger *slog.Logger
 	// Recorder receives events (SuccessfulCreate, FailedCreate, SuccessfulDelete); nil = none.
 	Recorder record.EventRecorder
@@ -71,7 +71,7 @@ type Controller struct {
 // ControllerRevision informers.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, opts Options) (*Controller, error) {
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	dsInf := factory.Apps().V1().DaemonSets()
 	podInf := factory.Core().V1().Pods()
@@ -172,13 +172,7 @@ func nodeChanged(o, n *corev1.Node) bool {
 
 // ownerOf returns the DaemonSet ref points to, if the cache knows it under that uid.
 func (c *Controller) ownerOf(ns string, ref *metav1.OwnerReference) *appsv1.DaemonSet {
-	if ref == nil || ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
-		return nil
-	}
-	ds, err := c.dsLister.DaemonSets(ns).Get(ref.Name)
-	if err != nil || ds.UID != ref.UID {
-		return nil
-	}
+	ds, _ := controllerref.Resolve(ref, controllerKind, c.dsLister.DaemonSets(ns).Get)
 	return ds
 }
 

@@ -50,7 +50,7 @@ func (c *Controller) SetEventRecorder(r record.EventRecorder) { c.recorder = r }
 // New returns a Deployment controller fed by factory's Deployment, ReplicaSet and Pod informers.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, log *slog.Logger) (*Controller, error) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	dInf, rsInf, podInf := factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods()
 	c := &Controller{
@@ -107,13 +107,7 @@ func (c *Controller) enqueue(obj any) {
 }
 
 func (c *Controller) resolve(ns string, ref *metav1.OwnerReference) *appsv1.Deployment {
-	if ref == nil || ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
-		return nil
-	}
-	d, err := c.dLister.Deployments(ns).Get(ref.Name)
-	if err != nil || d.UID != ref.UID {
-		return nil
-	}
+	d, _ := controllerref.Resolve(ref, controllerKind, c.dLister.Deployments(ns).Get)
 	return d
 }
 
@@ -123,15 +117,7 @@ func (c *Controller) deploymentsForReplicaSet(rs *appsv1.ReplicaSet) []*appsv1.D
 	if err != nil {
 		return nil
 	}
-	var out []*appsv1.Deployment
-	for _, d := range ds {
-		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(rs.Labels)) {
-			continue
-		}
-		out = append(out, d)
-	}
-	return out
+	return controllerref.Selecting(ds, func(d *appsv1.Deployment) *metav1.LabelSelector { return d.Spec.Selector }, rs.Labels)
 }
 
 func (c *Controller) onReplicaSet(obj any) {

@@ -46,7 +46,7 @@ type Controller struct {
 // New returns a controller fed by factory's PodDisruptionBudget and Pod informers.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, log *slog.Logger) (*Controller, error) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	pdbs, pods := factory.Policy().V1().PodDisruptionBudgets(), factory.Core().V1().Pods()
 	c := &Controller{client: client, pdbLister: pdbs.Lister(), podLister: pods.Lister(),

@@ -53,7 +53,7 @@ type Controller struct {
 // New returns a controller fed by factory's Service, Pod and Endpoints informers.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, log *slog.Logger) (*Controller, error) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	svcs, pods, eps := factory.Core().V1().Services(), factory.Core().V1().Pods(), factory.Core().V1().Endpoints()
 	c := &Controller{client: client, serviceLister: svcs.Lister(), podLister: pods.Lister(), endpointsLister: eps.Lister(),

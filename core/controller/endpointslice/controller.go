@@ -54,7 +54,7 @@ type Controller struct {
 // New returns a controller fed by factory's Service, Pod, Node and EndpointSlice informers.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, recorder record.EventRecorder, log *slog.Logger) (*Controller, error) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	svcs, pods := factory.Core().V1().Services(), factory.Core().V1().Pods()
 	nodes, slices := factory.Core().V1().Nodes(), factory.Discovery().V1().EndpointSlices()

@@ -66,7 +66,7 @@ type Controller struct {
 // informers. Keys are namespace/name of the Service (and of its Endpoints: they share it).
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, log *slog.Logger) (*Controller, error) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	svcs, eps, es := factory.Core().V1().Services(), factory.Core().V1().Endpoints(), factory.Discovery().V1().EndpointSlices()
 	c := &Controller{

@@ -55,7 +55,7 @@ type Collector struct {
 // New returns a collector; Run discovers the resources to watch.
 func New(md metadata.Interface, disc discovery.DiscoveryInterface, log *slog.Logger) *Collector {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Collector{
 		md: md, discovery: disc, log: log.With("controller", "garbagecollector"),

@@ -53,7 +53,7 @@ var controllerKind = batchv1.SchemeGroupVersion.WithKind("Job")
 
 // Options tunes a Controller; the zero value is Kubernetes' behaviour.
 type Options struct {
-	// Logger receives logs (default slog.Default()).
+	// Logger receives logs (nil = discarded).
 	Logger *slog.Logger
 	// Recorder receives events (SuccessfulCreate, BackoffLimitExceeded, Completed…); nil = none.
 	Recorder record.EventRecorder
@@ -87,7 +87,7 @@ type Controller struct {
 // New returns a Job controller fed by factory's Job and Pod informers.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, opts Options) (*Controller, error) {
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

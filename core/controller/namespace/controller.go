@@ -40,7 +40,7 @@ type Controller struct {
 // New returns a controller fed by factory's namespace informer.
 func New(client kubernetes.Interface, md metadata.Interface, factory informers.SharedInformerFactory, log *slog.Logger) (*Controller, error) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	inf := factory.Core().V1().Namespaces()
 	c := &Controller{

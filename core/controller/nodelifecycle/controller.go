@@ -76,7 +76,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, o
 		opts.MonitorPeriod = DefaultMonitorPeriod
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	nodes := factory.Core().V1().Nodes()
 	leases := factory.Coordination().V1().Leases()

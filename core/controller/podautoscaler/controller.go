@@ -49,7 +49,7 @@ const (
 
 // Options tunes a Controller; the zero value is Kubernetes' behaviour.
 type Options struct {
-	// Logger receives logs (default slog.Default()).
+	// Logger receives logs (nil = discarded).
 	Logger *slog.Logger
 	// Recorder receives events (SuccessfulRescale, FailedGetScale…); nil = none.
 	Recorder record.EventRecorder
@@ -90,7 +90,7 @@ type Controller struct {
 func New(client kubernetes.Interface, scales scale.ScalesGetter, mapper meta.ResettableRESTMapper, metrics PodMetricsLister,
 	factory informers.SharedInformerFactory, opts Options) (*Controller, error) {
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Recorder == nil {
 		opts.Recorder = &record.FakeRecorder{}

@@ -87,7 +87,7 @@ func replicaSetOwners(client kubernetes.Interface, factory informers.SharedInfor
 type Options struct {
 	// BurstReplicas caps creations/deletions per sync (default BurstReplicas).
 	BurstReplicas int
-	// Logger receives logs (default slog.Default()).
+	// Logger receives logs (nil = discarded).
 	Logger *slog.Logger
 	// WrapPodHandler, when set, wraps the pod event handler; tests use it to simulate an
 	// informer that lags behind the API server.
@@ -124,7 +124,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, o
 		opts.BurstReplicas = BurstReplicas
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Owners == nil {
 		opts.Owners = replicaSetOwners(client, factory)
@@ -206,13 +206,7 @@ func (c *Controller) deleteRS(obj any) {
 
 // resolveControllerRef returns the ReplicaSet ref points to, if it is the one we know.
 func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference) *appsv1.ReplicaSet {
-	if ref.Kind != c.owners.Kind.Kind || ref.APIVersion != c.owners.Kind.GroupVersion().String() {
-		return nil
-	}
-	rs, err := c.rsLister.ReplicaSets(ns).Get(ref.Name)
-	if err != nil || rs.UID != ref.UID {
-		return nil
-	}
+	rs, _ := controllerref.Resolve(ref, c.owners.Kind, c.rsLister.ReplicaSets(ns).Get)
 	return rs
 }
 
@@ -222,15 +216,7 @@ func (c *Controller) replicaSetsForPod(pod *corev1.Pod) []*appsv1.ReplicaSet {
 	if err != nil {
 		return nil
 	}
-	var out []*appsv1.ReplicaSet
-	for _, rs := range all {
-		sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		out = append(out, rs)
-	}
-	return out
+	return controllerref.Selecting(all, func(rs *appsv1.ReplicaSet) *metav1.LabelSelector { return rs.Spec.Selector }, pod.Labels)
 }
 
 func (c *Controller) addPod(obj any) {

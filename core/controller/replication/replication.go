@@ -30,7 +30,7 @@ var controllerKind = corev1.SchemeGroupVersion.WithKind("ReplicationController")
 
 // Options tunes the controller; the zero value is Kubernetes' behaviour.
 type Options struct {
-	// Logger receives logs (default slog.Default()).
+	// Logger receives logs (nil = discarded).
 	Logger *slog.Logger
 	// Recorder receives events about ReplicationControllers; nil = none.
 	Recorder record.EventRecorder

@@ -43,7 +43,7 @@ const DefaultResync = 5 * time.Minute
 type Options struct {
 	// Resync is the full recompute period (0 = DefaultResync).
 	Resync time.Duration
-	// Logger receives logs (nil = slog.Default()).
+	// Logger receives logs (nil = discarded).
 	Logger *slog.Logger
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
@@ -71,7 +71,7 @@ type Controller struct {
 // and watches any other counted resource by metadata only.
 func New(client kubernetes.Interface, md metadata.Interface, factory informers.SharedInformerFactory, opts Options) (*Controller, error) {
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Resync == 0 {
 		opts.Resync = DefaultResync

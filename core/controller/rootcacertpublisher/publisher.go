@@ -52,7 +52,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		return nil, fmt.Errorf("root CA publisher: no CA certificate")
 	}
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	cms := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ConfigMapName).String()

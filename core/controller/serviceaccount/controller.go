@@ -35,7 +35,7 @@ type Controller struct {
 // New returns a controller fed by factory's namespace and ServiceAccount informers.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, log *slog.Logger) (*Controller, error) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	ns, sa := factory.Core().V1().Namespaces(), factory.Core().V1().ServiceAccounts()
 	c := &Controller{client: client, nsLister: ns.Lister(), saLister: sa.Lister(),

@@ -39,7 +39,7 @@ var controllerKind = appsv1.SchemeGroupVersion.WithKind("StatefulSet")
 
 // Options tunes a Controller; the zero value is Kubernetes' behaviour.
 type Options struct {
-	// Logger receives logs (default slog.Default()).
+	// Logger receives logs (nil = discarded).
 	Logger *slog.Logger
 	// Recorder receives events (SuccessfulCreate, SuccessfulDelete, FailedCreate); nil = none.
 	Recorder record.EventRecorder
@@ -64,7 +64,7 @@ type Controller struct {
 // no expectations.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, opts Options) (*Controller, error) {
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	setInf := factory.Apps().V1().StatefulSets()
 	podInf := factory.Core().V1().Pods()

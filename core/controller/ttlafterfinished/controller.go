@@ -36,7 +36,7 @@ type Controller struct {
 // New returns a controller fed by factory's Job informer; clk nil means the real clock.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, clk clock.PassiveClock, log *slog.Logger) (*Controller, error) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	if clk == nil {
 		clk = clock.RealClock{}

@@ -38,7 +38,7 @@ type Controller struct {
 // finds the resources the policies match. Schemas are read from the server's OpenAPI v3.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, mapper meta.RESTMapper, log *slog.Logger) (*Controller, error) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	inf := factory.Admissionregistration().V1().ValidatingAdmissionPolicies()
 	c := &Controller{

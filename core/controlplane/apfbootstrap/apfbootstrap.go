@@ -59,7 +59,7 @@ func (e *Ensurer) Run(ctx context.Context) error {
 	}
 	log := e.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	initCtx, cancel := context.WithTimeout(ctx, initialTimeout)
 	defer cancel()

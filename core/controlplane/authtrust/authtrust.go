@@ -89,7 +89,7 @@ func Run(ctx context.Context, cfg Config) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()

@@ -69,7 +69,7 @@ func New(cfg Config) *Reconciler {
 		cfg.LeaseDuration = 15 * time.Second
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -100,7 +100,7 @@ func NewManager(cfg Config) *Manager {
 		cfg.BackOffMax = DefaultBackOffMax
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -98,7 +98,7 @@ func New(cfg Config) *Reporter {
 		cfg.Hostname = cfg.NodeName
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Reporter{cfg: cfg, log: cfg.Logger}
 }

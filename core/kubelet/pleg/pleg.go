@@ -44,7 +44,7 @@ func New(runtime cri.RuntimeService, period time.Duration, onChange func(types.U
 		period = time.Second
 	}
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &PLEG{runtime: runtime, period: period, onChange: onChange, log: log, last: map[types.UID]string{}}
 }

@@ -67,7 +67,7 @@ type resultKey struct {
 // result flips so the pod is synced again.
 func NewManager(ctx context.Context, runtime cri.RuntimeService, statusOf StatusFunc, onChange func(types.UID), log *slog.Logger) *Manager {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Manager{runtime: runtime, statusOf: statusOf, onChange: onChange, log: log, ctx: ctx,
 		workers: map[workerKey]context.CancelFunc{}, results: map[resultKey]bool{}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"log/slog"
 	"net"
 	"net/http"
@@ -42,12 +43,10 @@ func newManager(t *testing.T, rt *critest.FakeRuntimeService, status StatusFunc)
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not before the deadline", what)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 

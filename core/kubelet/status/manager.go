@@ -37,7 +37,7 @@ type entry struct {
 // NewManager returns a Manager writing through client.
 func NewManager(client Client, log *slog.Logger) *Manager {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Manager{client: client, log: log, last: map[types.UID]entry{}}
 }

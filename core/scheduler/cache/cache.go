@@ -59,7 +59,7 @@ func New(ttl time.Duration, clk clock.Clock, log *slog.Logger) *Cache {
 		clk = clock.RealClock{}
 	}
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Cache{ttl: ttl, clock: clk, log: log, nodes: map[string]*nodeItem{}, pods: map[types.UID]*podState{}, assumed: map[types.UID]bool{}}
 }

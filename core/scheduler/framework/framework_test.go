@@ -305,3 +305,54 @@ func TestPluginLookupEveryPoint(t *testing.T) {
 		}
 	}
 }
+
+// onlyReserve, onlyPreBind and onlyPostBind implement one extension point each: points a
+// lookup by name once missed.
+type onlyReserve struct{}
+
+func (onlyReserve) Name() string { return "OnlyReserve" }
+func (onlyReserve) Reserve(context.Context, *framework.CycleState, *v1.Pod, string) *framework.Status {
+	return nil
+}
+func (onlyReserve) Unreserve(context.Context, *framework.CycleState, *v1.Pod, string) {}
+
+type onlyPreBind struct{}
+
+func (onlyPreBind) Name() string { return "OnlyPreBind" }
+func (onlyPreBind) PreBind(context.Context, *framework.CycleState, *v1.Pod, string) *framework.Status {
+	return nil
+}
+
+type onlyPostBind struct{ name string }
+
+func (p onlyPostBind) Name() string                                                   { return p.name }
+func (onlyPostBind) PostBind(context.Context, *framework.CycleState, *v1.Pod, string) {}
+
+// TestPluginByName finds a configured plugin or extension whichever points it
+// implements, QueueSort, Permit and the binding points included.
+func TestPluginByName(t *testing.T) {
+	extra := map[string]framework.Plugin{"FakePermit": &fakePermit{}, "OnlyReserve": onlyReserve{}, "OnlyPreBind": onlyPreBind{},
+		"OnlyPostBind": onlyPostBind{name: "OnlyPostBind"}, "F": &fakeFilter{name: "F"}}
+	fw := newFW(t, extra, &framework.Plugins{
+		Filter:   framework.PluginList{Enabled: []framework.PluginRef{{Name: "F"}}},
+		Reserve:  framework.PluginList{Enabled: []framework.PluginRef{{Name: "OnlyReserve"}}},
+		Permit:   framework.PluginList{Enabled: []framework.PluginRef{{Name: "FakePermit"}}},
+		PreBind:  framework.PluginList{Enabled: []framework.PluginRef{{Name: "OnlyPreBind"}}},
+		PostBind: framework.PluginList{Enabled: []framework.PluginRef{{Name: "OnlyPostBind"}}},
+	})
+	if err := fw.SetExtension(framework.Extension{Plugin: onlyPostBind{name: "wasm:post"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		found bool
+	}{
+		{"PrioritySort", true}, {"DefaultBinder", true}, {"F", true}, {"OnlyReserve", true}, {"FakePermit", true},
+		{"OnlyPreBind", true}, {"OnlyPostBind", true}, {"wasm:post", true}, {"Missing", false},
+	} {
+		p := fw.Plugins().Plugin(tc.name)
+		if (p != nil) != tc.found || (p != nil && p.Name() != tc.name) {
+			t.Errorf("Plugin(%q) = %v, want found=%v", tc.name, p, tc.found)
+		}
+	}
+}

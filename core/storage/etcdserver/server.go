@@ -47,7 +47,7 @@ type Config struct {
 	MaxRequestBytes uint
 	// ReadyTimeout bounds the wait for the member to serve; 0 = 30 s.
 	ReadyTimeout time.Duration
-	// Logger receives wasmplane's own messages; nil = slog.Default(). etcd's internal
+	// Logger receives wasmplane's own messages; nil = discarded. etcd's internal
 	// logging is kept at error level.
 	Logger *slog.Logger
 }
@@ -88,7 +88,7 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	ec := embed.NewConfig()
 	ec.Dir = cfg.DataDir

@@ -8,6 +8,8 @@ package langs_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -16,7 +18,15 @@ import (
 	"github.com/wasmplane/wasmplane/plugins/wasm/wasmtest"
 )
 
-func TestMain(m *testing.M) { wasmtest.Main(m) }
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every example of every language is compiled with its toolchain: minutes.
+		fmt.Println("-short: skipped (builds every example with its language's toolchain)")
+		return
+	}
+	wasmtest.Main(m)
+}
 
 // language is one guest language: how to build one of its examples (wasmtest builds
 // them, for these tests and for tests/admission's through a real server).

@@ -73,7 +73,7 @@ func (p *Plugin) AuthenticateRequest(req *http.Request) (*authn.User, []string, 
 
 func (p *Plugin) log() *slog.Logger {
 	if p.Log == nil {
-		return slog.Default()
+		return slog.New(slog.DiscardHandler)
 	}
 	return p.Log
 }

@@ -131,7 +131,7 @@ type dynamicResource = dynamic.ResourceInterface
 // New returns a manager with no plugins loaded; Run loads them.
 func New(cfg Config) *Manager {
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.InitializerTimeout <= 0 {
 		cfg.InitializerTimeout = DefaultInitializerTimeout

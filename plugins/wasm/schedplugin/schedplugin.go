@@ -49,7 +49,7 @@ type Config struct {
 	Ignore bool
 	// Nodes serializes node documents once per resourceVersion; share one per scheduler.
 	Nodes *wasm.NodeCache
-	// Logger receives failures ignored by policy (nil = slog.Default()).
+	// Logger receives failures ignored by policy (nil = discarded).
 	Logger *slog.Logger
 }
 
@@ -67,7 +67,7 @@ func New(cfg Config) (framework.Plugin, error) {
 		return nil, errors.New("schedplugin: Name, Plugin and Nodes are required")
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	a := &adapter{cfg: cfg, log: cfg.Logger.With("plugin", cfg.Name),
 		filterKey: framework.StateKey("wasm/filter/" + cfg.Name), scoreKey: framework.StateKey("wasm/score/" + cfg.Name)}

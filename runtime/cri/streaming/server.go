@@ -58,7 +58,7 @@ type pendingExec struct {
 // listener Serve is given).
 func NewServer(rt Runtime, baseURL url.URL, log *slog.Logger) *Server {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Server{rt: rt, baseURL: baseURL, log: log, pending: map[string]pendingExec{}}
 }

@@ -74,11 +74,13 @@ func TestAttach(t *testing.T) {
 	}
 
 	waiting := create("waiting", false)
-	began := time.Now()
-	if _, err := e.rt.StopContainer(ctxT(t), &runtimeapi.StopContainerRequest{ContainerId: waiting, Timeout: 30}); err != nil {
+	// Blocked reading stdin, the guest is still killed long before the 30 s grace.
+	stopCtx, cancel := context.WithTimeout(ctxT(t), 10*time.Second)
+	defer cancel()
+	if _, err := e.rt.StopContainer(stopCtx, &runtimeapi.StopContainerRequest{ContainerId: waiting, Timeout: 30}); err != nil {
 		t.Fatal(err)
 	}
-	if st := e.waitExited(t, waiting); st.ExitCode != 137 || time.Since(began) > 10*time.Second {
-		t.Errorf("a guest reading stdin stopped with %d after %v", st.ExitCode, time.Since(began))
+	if st := e.waitExited(t, waiting); st.ExitCode != 137 {
+		t.Errorf("a guest reading stdin stopped with %d", st.ExitCode)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -193,12 +194,10 @@ func (e *env) status(tb testing.TB, id string) *runtimeapi.ContainerStatus {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		tb.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 

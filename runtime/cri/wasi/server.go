@@ -48,7 +48,7 @@ const maxMessageSize = 16 << 20
 type Config struct {
 	Socket  string       // unix socket path to listen on
 	RootDir string       // images, sandboxes, container scratch dirs, state
-	Logger  *slog.Logger // nil means slog.Default()
+	Logger  *slog.Logger // nil = discarded
 	// MaxRunningContainers bounds the containers (and execs) running guest code at once,
 	// so that spinning guests leave the node agent a P; 0 means GOMAXPROCS − 1, at least 1.
 	MaxRunningContainers int
@@ -120,7 +120,7 @@ func serve(ctx context.Context, cfg Config, cacheDir string) (*Server, error) {
 		return nil, errors.New("wasi: Config.RootDir is required")
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	sock, err := filepath.Abs(strings.TrimPrefix(cfg.Socket, "unix://"))
 	if err != nil {

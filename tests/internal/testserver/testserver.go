@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -218,6 +219,13 @@ func RunWithBinaries(m *testing.M, bins map[string]*string) int {
 // RunWithWorkloads is RunWithBinaries that first builds the example WASI workloads
 // (examples/workloads) into *modules, when modules is not nil.
 func RunWithWorkloads(m *testing.M, modules *map[string]string, bins map[string]*string) int {
+	flag.Parse()
+	if testing.Short() && len(bins) > 0 {
+		// Linking wasmplane, kubectl or helm takes minutes on a small machine, and the tests
+		// that drive them are the slow end-to-end ones: -short leaves the package out.
+		fmt.Println("-short: skipped (these tests run binaries built for them)")
+		return 0
+	}
 	dir, err := os.MkdirTemp("", "wasmplane-test-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -166,3 +166,32 @@ func PodPatcher(client kubernetes.Interface, ns string) func(ctx context.Context
 		return err
 	}
 }
+
+// Resolve returns the owner ref names, read by get from the informer's cache, if ref is a
+// controller reference of kind gvk and the cached owner has ref's UID (an owner deleted
+// and created again under the same name is another owner).
+func Resolve[T metav1.Object](ref *metav1.OwnerReference, gvk schema.GroupVersionKind, get func(name string) (T, error)) (T, bool) {
+	var zero T
+	if ref == nil || ref.Kind != gvk.Kind || ref.APIVersion != gvk.GroupVersion().String() {
+		return zero, false
+	}
+	owner, err := get(ref.Name)
+	if err != nil || owner.GetUID() != ref.UID {
+		return zero, false
+	}
+	return owner, true
+}
+
+// Selecting returns the owners whose non-empty selector matches set: the candidates to
+// adopt an orphan with those labels.
+func Selecting[T any](owners []T, selector func(T) *metav1.LabelSelector, set labels.Set) []T {
+	var out []T
+	for _, o := range owners {
+		sel, err := metav1.LabelSelectorAsSelector(selector(o))
+		if err != nil || sel.Empty() || !sel.Matches(set) {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
+}

@@ -73,3 +73,56 @@ func TestClaim(t *testing.T) {
 		})
 	}
 }
+
+func TestResolve(t *testing.T) {
+	cached := &metav1.ObjectMeta{Name: "rs", Namespace: "ns", UID: "rs-1"}
+	get := func(name string) (*metav1.ObjectMeta, error) {
+		if name != cached.Name {
+			return nil, errors.New("not found")
+		}
+		return cached, nil
+	}
+	ref := func(apiVersion, kind, name string, uid types.UID) *metav1.OwnerReference {
+		return &metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: uid}
+	}
+	tests := []struct {
+		name string
+		ref  *metav1.OwnerReference
+		want bool
+	}{
+		{"no controller", nil, false},
+		{"the cached owner", ref("apps/v1", "ReplicaSet", "rs", "rs-1"), true},
+		{"another kind", ref("apps/v1", "Deployment", "rs", "rs-1"), false},
+		{"another version", ref("extensions/v1beta1", "ReplicaSet", "rs", "rs-1"), false},
+		{"recreated under the name", ref("apps/v1", "ReplicaSet", "rs", "rs-0"), false},
+		{"not in the cache", ref("apps/v1", "ReplicaSet", "gone", "rs-9"), false},
+	}
+	for _, tc := range tests {
+		got, ok := Resolve(tc.ref, kind, get)
+		if ok != tc.want || (ok && got != cached) || (!ok && got != nil) {
+			t.Errorf("%s: Resolve = %v, %v; want found=%v", tc.name, got, ok, tc.want)
+		}
+	}
+}
+
+func TestSelecting(t *testing.T) {
+	type owner struct {
+		name string
+		sel  *metav1.LabelSelector
+	}
+	owners := []owner{
+		{"matches", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}}},
+		{"other", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "b"}}},
+		{"empty selects nothing", &metav1.LabelSelector{}},
+		{"invalid", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Bogus"}}}},
+		{"expression", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "c"}}}}},
+	}
+	got := Selecting(owners, func(o owner) *metav1.LabelSelector { return o.sel }, labels.Set{"app": "a", "tier": "web"})
+	var names []string
+	for _, o := range got {
+		names = append(names, o.name)
+	}
+	if strings.Join(names, ",") != "matches,expression" {
+		t.Errorf("Selecting = %v, want [matches expression]", names)
+	}
+}
