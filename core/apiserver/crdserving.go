@@ -75,7 +75,7 @@ type servedCRD struct {
 // RunCustomResources serves CustomResourceDefinitions until ctx ends.
 func (s *Server) RunCustomResources(ctx context.Context, log *slog.Logger) {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	c := &crdServer{s: s, log: log, crds: s.Store(crdResource),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 5*time.Second),

@@ -46,7 +46,7 @@ type Options struct {
 	TerminatedThreshold int
 	// Clock is the real clock when nil.
 	Clock  clock.PassiveClock
-	Logger *slog.Logger
+	Logger *slog.Logger // nil = discarded
 }
 
 // Controller is the pod garbage collector.
@@ -66,7 +66,7 @@ type Controller struct {
 // New returns a collector fed by factory's pod and node informers.
 func New(client kubernetes.Interface, factory informers.SharedInformerFactory, o Options) *Controller {
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
