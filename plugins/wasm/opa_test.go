@@ -4,9 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/tetratelabs/wazero"
 
@@ -254,5 +262,206 @@ func TestOwnMemory(t *testing.T) {
 				t.Errorf("exported memories %v", cm.ExportedMemories())
 			}
 		})
+	}
+}
+
+// TestRegoInputOverMemoryLimit: a request that does not fit in the instance's memory is an
+// out-of-memory error, not a crash, and the next request is answered as before.
+func TestRegoInputOverMemoryLimit(t *testing.T) {
+	r, _ := newTestRuntime(t)
+	p := load(t, r, wasmtest.Rego(t, "require-labels"), PluginConfig{Config: json.RawMessage(`{"labels":["team"]}`),
+		Limits: Limits{Instances: 1, MemoryBytes: 4 << 20, MaxInputBytes: 16 << 20}})
+	big := map[string]string{"team": "a", "filler": strings.Repeat("x", 6<<20)}
+	_, err := p.Call(context.Background(), abi.HookValidate, podRequest("CREATE", big))
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != ErrOutOfMemory {
+		t.Fatalf("a 6 MiB request in 4 MiB of memory: got %v, want an %s error", err, ErrOutOfMemory)
+	}
+	if a := validate(t, p, podRequest("CREATE", map[string]string{"team": "a"})); !a.Allowed {
+		t.Fatalf("after the failed call: %+v, want allowed", a)
+	}
+}
+
+// TestRegoHostBuiltinsMatchOPA evaluates the builtins this host provides through a policy
+// compiled to WebAssembly and, beside it, through OPA's own evaluator (`opa eval`), on the
+// same arguments: every case must give the same value, or be undefined on both.
+func TestRegoHostBuiltinsMatchOPA(t *testing.T) {
+	opa := wasmtest.RequireTool(t, "opa")
+	ns := int64(1709209800000000000) // 2024-02-29T12:30:00Z
+	cases := []struct {
+		name string
+		fn   string
+		args []any
+	}{
+		{"units-k", "units.parse", []any{"10K"}}, {"units-M", "units.parse", []any{"200M"}},
+		{"units-milli", "units.parse", []any{"100m"}}, {"units-Ki", "units.parse", []any{"10Ki"}},
+		{"units-Gi", "units.parse", []any{"5Gi"}}, {"units-plain", "units.parse", []any{"1.5"}},
+		{"units-quoted", "units.parse", []any{`"100TI"`}}, {"units-zero", "units.parse", []any{"0.0"}},
+		{"units-bad", "units.parse", []any{"12x"}},
+		{"bytes-GB", "units.parse_bytes", []any{"10GB"}}, {"bytes-K", "units.parse_bytes", []any{"5K"}},
+		{"bytes-mb", "units.parse_bytes", []any{"4mb"}}, {"bytes-KiB", "units.parse_bytes", []any{"1.5KiB"}},
+		{"bytes-Mi", "units.parse_bytes", []any{"1Mi"}}, {"bytes-plain", "units.parse_bytes", []any{"100"}},
+		{"bytes-bad", "units.parse_bytes", []any{"12x"}},
+		{"re-replace", "regex.replace", []any{"hello world", "o", "0"}},
+		{"re-replace-groups", "regex.replace", []any{"abc123", "([a-z]+)([0-9]+)", "$2$1"}},
+		{"re-split", "regex.split", []any{`\s*,\s*`, "a , b,c"}},
+		{"re-find-2", "regex.find_n", []any{"[0-9]+", "a1b22c333", 2}},
+		{"re-find-all", "regex.find_n", []any{"[0-9]+", "a1b22c333", -1}},
+		{"re-find-none", "regex.find_n", []any{"x", "abc", -1}},
+		{"re-bad", "regex.replace", []any{"a", "(", "b"}},
+		{"prefix-any", "strings.any_prefix_match", []any{[]string{"foo", "bar"}, []string{"ba"}}},
+		{"prefix-one", "strings.any_prefix_match", []any{"foo", []string{"x", "f"}}},
+		{"prefix-no", "strings.any_prefix_match", []any{"foo", "x"}},
+		{"suffix", "strings.any_suffix_match", []any{[]string{"foo.example.com"}, []string{"example.com"}}},
+		{"count", "strings.count", []any{"cheese", "e"}},
+		{"hex-enc", "hex.encode", []any{"hi"}}, {"hex-dec", "hex.decode", []any{"6869"}},
+		{"hex-bad", "hex.decode", []any{"zz"}},
+		{"b64url-nopad", "base64url.encode_no_pad", []any{"hi?"}},
+		{"url-enc", "urlquery.encode", []any{"a b&c"}}, {"url-dec", "urlquery.decode", []any{"a+b%26c"}},
+		{"url-enc-obj", "urlquery.encode_object", []any{map[string]any{"a": "1", "b": []string{"x", "y"}}}},
+		{"url-dec-obj", "urlquery.decode_object", []any{"a=1&b=x&b=y"}},
+		{"md5", "crypto.md5", []any{"hello"}}, {"sha1", "crypto.sha1", []any{"hello"}},
+		{"sha256", "crypto.sha256", []any{"hello"}},
+		{"hmac-md5", "crypto.hmac.md5", []any{"msg", "key"}}, {"hmac-sha1", "crypto.hmac.sha1", []any{"msg", "key"}},
+		{"hmac-sha256", "crypto.hmac.sha256", []any{"msg", "key"}}, {"hmac-sha512", "crypto.hmac.sha512", []any{"msg", "key"}},
+		{"hmac-equal", "crypto.hmac.equal", []any{"ab", "ab"}}, {"hmac-unequal", "crypto.hmac.equal", []any{"ab", "ac"}},
+		{"rfc3339", "time.parse_rfc3339_ns", []any{"2024-02-29T12:30:00Z"}},
+		{"rfc3339-offset", "time.parse_rfc3339_ns", []any{"2024-02-29T12:30:00+02:00"}},
+		{"rfc3339-bad", "time.parse_rfc3339_ns", []any{"yesterday"}},
+		{"duration", "time.parse_duration_ns", []any{"1h30m"}}, {"duration-bad", "time.parse_duration_ns", []any{"soon"}},
+		{"date", "time.date", []any{ns}}, {"date-zone", "time.date", []any{[]any{ns, "Asia/Tokyo"}}},
+		{"clock", "time.clock", []any{ns}}, {"clock-zone", "time.clock", []any{[]any{ns, "America/New_York"}}},
+		{"weekday", "time.weekday", []any{ns}},
+		{"add-date", "time.add_date", []any{ns, 1, 1, 1}},
+		{"semver-valid", "semver.is_valid", []any{"1.2.3-rc.1+build"}}, {"semver-v", "semver.is_valid", []any{"v1.2.3"}},
+		{"semver-short", "semver.is_valid", []any{"1.2"}}, {"semver-number", "semver.is_valid", []any{5}},
+		{"semver-cmp", "semver.compare", []any{"1.2.3", "1.10.0"}}, {"semver-cmp-pre", "semver.compare", []any{"1.0.0-alpha", "1.0.0"}},
+		{"semver-cmp-eq", "semver.compare", []any{"2.0.0", "2.0.0"}}, {"semver-cmp-v", "semver.compare", []any{"v2.1.0", "2.0.9"}},
+		{"yaml-unmarshal-nested", "yaml.unmarshal", []any{"items:\n  - name: a\n    on: yes\n    n: 1.5\n"}},
+		{"cidr-valid", "net.cidr_is_valid", []any{"10.0.0.0/8"}}, {"cidr-ip", "net.cidr_is_valid", []any{"10.0.0.0"}},
+		{"cidr-v6", "net.cidr_is_valid", []any{"::1/128"}},
+		{"yaml-marshal", "yaml.marshal", []any{map[string]any{"a": []any{1, "x"}, "b": map[string]any{"c": true}}}},
+		{"yaml-unmarshal", "yaml.unmarshal", []any{"a: 1\nb: [x, y]\n"}},
+		{"yaml-valid", "yaml.is_valid", []any{"a: 1"}}, {"yaml-invalid", "yaml.is_valid", []any{"a: ["}},
+		{"range-step", "numbers.range_step", []any{1, 10, 3}}, {"range-step-down", "numbers.range_step", []any{10, 1, 4}},
+		{"range-step-zero", "numbers.range_step", []any{1, 10, 0}},
+	}
+	var src strings.Builder
+	src.WriteString("package probe\n\nimport rego.v1\n\n")
+	params := map[string]any{}
+	for _, c := range cases {
+		params[c.name] = c.args
+		var args []string
+		for i := range c.args {
+			args = append(args, fmt.Sprintf("input.parameters[%q][%d]", c.name, i))
+		}
+		fmt.Fprintf(&src, "violation contains {\"msg\": json.marshal({\"case\": %q, \"value\": v})} if { v := %s(%s) }\n", c.name, c.fn, strings.Join(args, ", "))
+	}
+	paramsJSON, err := json.Marshal(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Through this host.
+	r, _ := newTestRuntime(t)
+	p := load(t, r, wasmtest.RegoSource(t, src.String(), "probe/violation"), PluginConfig{Config: json.RawMessage(`{"parameters":` + string(paramsJSON) + `}`)})
+	a := validate(t, p, podRequest("CREATE", nil))
+	got := map[string]any{}
+	for i, m := range strings.Split(a.Message, `; {"case":`) {
+		if i > 0 {
+			m = `{"case":` + m
+		}
+		var v struct {
+			Case  string `json:"case"`
+			Value any    `json:"value"`
+		}
+		if err := json.Unmarshal([]byte(m), &v); err != nil {
+			t.Fatalf("message part %q: %v (the whole answer: %+v)", m, err, a)
+		}
+		got[v.Case] = v.Value
+	}
+	// Through OPA's evaluator.
+	dir := t.TempDir()
+	policy, input := filepath.Join(dir, "probe.rego"), filepath.Join(dir, "input.json")
+	if err := os.WriteFile(policy, []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(input, []byte(`{"parameters":`+string(paramsJSON)+`}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(opa, "eval", "--format", "json", "-d", policy, "-i", input, "data.probe.violation").Output()
+	if err != nil {
+		t.Fatalf("opa eval: %v", err)
+	}
+	var rs struct {
+		Result []struct {
+			Expressions []struct {
+				Value []struct {
+					Msg string `json:"msg"`
+				} `json:"value"`
+			} `json:"expressions"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(out, &rs); err != nil || len(rs.Result) != 1 || len(rs.Result[0].Expressions) != 1 {
+		t.Fatalf("opa eval answered %s (%v)", out, err)
+	}
+	want := map[string]any{}
+	for _, m := range rs.Result[0].Expressions[0].Value {
+		var v struct {
+			Case  string `json:"case"`
+			Value any    `json:"value"`
+		}
+		if err := json.Unmarshal([]byte(m.Msg), &v); err != nil {
+			t.Fatal(err)
+		}
+		want[v.Case] = v.Value
+	}
+	for _, c := range cases {
+		g, gok := got[c.name]
+		w, wok := want[c.name]
+		switch {
+		case gok != wok:
+			t.Errorf("%s%v: defined here %v (%v), by OPA %v (%v)", c.fn, c.args, gok, g, wok, w)
+		case !reflect.DeepEqual(g, w):
+			t.Errorf("%s%v = %#v here, %#v by OPA", c.fn, c.args, g, w)
+		}
+	}
+}
+
+// TestRegoTimeAndUUIDBuiltins: time.now_ns and uuid.rfc4122 give one value per evaluation
+// (per seed), the time of the evaluation, and a fresh uuid the next time.
+func TestRegoTimeAndUUIDBuiltins(t *testing.T) {
+	src := `package probe
+
+import rego.v1
+
+violation contains {"msg": json.marshal([time.now_ns(), time.now_ns(), uuid.rfc4122(input.parameters.seed), uuid.rfc4122(input.parameters.seed), uuid.rfc4122("other")])} if { true }
+`
+	r, _ := newTestRuntime(t)
+	p := load(t, r, wasmtest.RegoSource(t, src, "probe/violation"), PluginConfig{Config: json.RawMessage(`{"parameters":{"seed":"s"}}`)})
+	eval := func() (int64, int64, string, string, string) {
+		var v [5]json.RawMessage
+		if err := json.Unmarshal([]byte(validate(t, p, podRequest("CREATE", nil)).Message), &v); err != nil {
+			t.Fatal(err)
+		}
+		var n1, n2 int64
+		var u1, u2, u3 string
+		for i, dst := range []any{&n1, &n2, &u1, &u2, &u3} {
+			if err := json.Unmarshal(v[i], dst); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return n1, n2, u1, u2, u3
+	}
+	before := time.Now().UnixNano()
+	n1, n2, u1, u2, u3 := eval()
+	after := time.Now().UnixNano()
+	if n1 != n2 || n1 < before || n1 > after {
+		t.Errorf("time.now_ns gave %d and %d in one evaluation between %d and %d", n1, n2, before, after)
+	}
+	if _, err := uuid.Parse(u1); u1 != u2 || u1 == u3 || err != nil {
+		t.Errorf("uuid.rfc4122: %q, %q for one seed, %q for another", u1, u2, u3)
+	}
+	if _, _, v1, _, _ := eval(); v1 == u1 {
+		t.Errorf("uuid.rfc4122 gave %q again in the next evaluation", v1)
 	}
 }
