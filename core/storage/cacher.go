@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -99,7 +100,8 @@ type cacheEvent struct {
 //
 // The state is a copy-on-write B-tree of decoded objects (a snapshot for a list or a
 // watch's initial events is an O(1) clone) plus a ring of recent events for watches that
-// resume from a resourceVersion. Each object is wrapped once in a CachingObject, so that
+// resume from a resourceVersion. Unstructured objects (custom resources) are the
+// exception: they are kept as their stored bytes and decoded when read (storedObject). Each object is wrapped once in a CachingObject, so that
 // every watcher of an event (and every initial event of the same object version) shares
 // one serialization per encoder; the price is that those bytes stay in memory as long as
 // the version is cached. A broken etcd watch is resumed from the cache's revision without
@@ -342,7 +344,12 @@ func (c *Cacher) newItem(key string, data []byte, rev int64) (*cacheItem, error)
 	if err != nil {
 		return nil, fmt.Errorf("storage: attrs of %s: %w", key, err)
 	}
-	return &cacheItem{key: key, size: len(data), obj: NewCachingObject(obj), labels: l, fields: newCompactFields(f)}, nil
+	co := NewCachingObject(obj)
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		// Unstructured objects are kept as their stored bytes (see storedObject).
+		co = &CachingObject{stored: newStoredObject(c.store, key, data, rev, u)}
+	}
+	return &cacheItem{key: key, size: len(data), obj: co, labels: l, fields: newCompactFields(f)}, nil
 }
 
 func (c *Cacher) setUnready() {
@@ -723,6 +730,9 @@ func (c *Cacher) hint(key string) *objState {
 	rev, err := strconv.ParseInt(m.GetResourceVersion(), 10, 64)
 	if err != nil {
 		return nil
+	}
+	if so := it.obj.stored; so != nil {
+		return &objState{obj: obj, data: so.data, rev: rev, exists: true}
 	}
 	// The stored bytes are not kept: encoding the decoded object gives them back.
 	data, err := c.store.encode(obj.DeepCopyObject())

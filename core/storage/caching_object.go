@@ -16,6 +16,9 @@ import (
 // apimachinery recognize it (runtime.CacheableObject). Use GetObject for a private copy.
 type CachingObject struct {
 	obj runtime.Object
+	// stored, when set, replaces obj: the object is kept as its stored (etcd) bytes and
+	// decoded when read (see newStoredObject).
+	stored *storedObject
 
 	// first is the first encoder's encoding, read without a lock: almost every object is
 	// only ever encoded by one encoder (protobuf, which client-go and the in-process clients
@@ -65,6 +68,14 @@ func (o *CachingObject) lookup(id runtime.Identifier, create bool) *encoding {
 	return e
 }
 
+// object is the wrapped object, decoding it first if it is kept as stored bytes.
+func (o *CachingObject) object() runtime.Object {
+	if o.stored != nil {
+		return o.stored.get()
+	}
+	return o.obj
+}
+
 // CacheEncode implements runtime.CacheableObject: the first call per encoder identifier
 // encodes (a private copy, since encoders set the kind on what they are given), later
 // calls write the remembered bytes.
@@ -72,7 +83,7 @@ func (o *CachingObject) CacheEncode(id runtime.Identifier, encode func(runtime.O
 	e := o.lookup(id, true)
 	e.once.Do(func() {
 		var buf bytes.Buffer
-		e.err = encode(o.obj.DeepCopyObject(), &buf)
+		e.err = encode(o.object().DeepCopyObject(), &buf)
 		e.data = buf.Bytes()
 		e.done.Store(true)
 	})
@@ -95,22 +106,33 @@ func (o *CachingObject) Encoded(id runtime.Identifier) ([]byte, bool) {
 }
 
 // GetObject implements runtime.CacheableObject: a deep copy the caller owns.
-func (o *CachingObject) GetObject() runtime.Object { return o.obj.DeepCopyObject() }
+func (o *CachingObject) GetObject() runtime.Object { return o.object().DeepCopyObject() }
 
 // GetObjectKind returns a copy of the wrapped object's kind, so that setting it on the
 // result cannot race with other users of the shared object.
 func (o *CachingObject) GetObjectKind() schema.ObjectKind {
 	tm := &metav1.TypeMeta{}
-	tm.SetGroupVersionKind(o.obj.GetObjectKind().GroupVersionKind())
+	tm.SetGroupVersionKind(o.object().GetObjectKind().GroupVersionKind())
 	return tm
 }
 
 // DeepCopyObject returns a deep copy of the wrapped object (unwrapped).
-func (o *CachingObject) DeepCopyObject() runtime.Object { return o.obj.DeepCopyObject() }
+func (o *CachingObject) DeepCopyObject() runtime.Object { return o.object().DeepCopyObject() }
 
 // shared is the wrapped object itself, for read-only use inside the package.
-func (o *CachingObject) shared() runtime.Object { return o.obj }
+func (o *CachingObject) shared() runtime.Object { return o.object() }
 
 // Shared returns the wrapped object itself, without a copy, for callers that only read it
 // (its type, or to marshal it); nobody may mutate it.
-func (o *CachingObject) Shared() runtime.Object { return o.obj }
+func (o *CachingObject) Shared() runtime.Object { return o.object() }
+
+// StoredJSON returns the bytes etcd holds for the object and its revision, when the cache
+// keeps it as stored JSON (custom resources, see storedObject): a JSON response can carry
+// them as they are, once the resourceVersion (never stored) is put back. ok is false for
+// objects kept decoded.
+func (o *CachingObject) StoredJSON() (data []byte, rev int64, ok bool) {
+	if o.stored == nil || len(o.stored.data) == 0 || o.stored.data[0] != '{' {
+		return nil, 0, false
+	}
+	return o.stored.data, o.stored.rev, true
+}

@@ -121,6 +121,11 @@ func (v *Versioned) Get(ctx context.Context, key string, opts storage.GetOptions
 
 // GetList implements storage.Interface.
 func (v *Versioned) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
+	if v.rewrites() {
+		// The items are rewritten below: the watch cache must put them in the list rather
+		// than hand its shared objects to the response writer.
+		ctx = storage.WithCachedItems(ctx, nil)
+	}
 	if err := v.Inner.GetList(ctx, key, opts, listObj); err != nil {
 		return err
 	}

@@ -26,9 +26,20 @@ const (
 )
 
 // wantsCachedList reports whether a list answered with out can be written from the watch
-// cache's shared objects: plain protobuf of a type that has a protobuf form.
+// cache's shared objects: plain protobuf of a type that has a protobuf form, or plain JSON
+// of custom objects.
 func (s *Scope) wantsCachedList(out Output) bool {
-	return out.As == "" && out.Info.MediaType == runtime.ContentTypeProtobuf && SupportsProtobuf(s.resource().NewFunc())
+	if out.As != "" {
+		return false
+	}
+	switch out.Info.MediaType {
+	case runtime.ContentTypeProtobuf:
+		return SupportsProtobuf(s.resource().NewFunc())
+	case runtime.ContentTypeJSON:
+		// Custom objects are cached as their stored JSON (see encodeCachedJSONList).
+		return isUnstructured(s.resource().NewFunc())
+	}
+	return false
 }
 
 // listCached serves a protobuf list. When the watch cache answers, the items are not copied
@@ -50,9 +61,14 @@ func (s *Scope) listCached(w http.ResponseWriter, req *http.Request, r Request, 
 		s.Codecs.writeObject(w, out.Info, s.gv(), http.StatusOK, obj)
 		return
 	}
-	data, err := s.encodeCachedList(obj, ci.Items, out.Info)
+	var data []byte
+	if out.Info.MediaType == runtime.ContentTypeJSON {
+		data, err = encodeCachedJSONList(obj, ci.Items, out.Info)
+	} else {
+		data, err = s.encodeCachedList(obj, ci.Items, out.Info)
+	}
 	if err != nil {
-		// Not expected for types with a protobuf form; the generic path still answers.
+		// An item the fast path cannot write (not expected): the generic path answers.
 		if err := s.materialize(obj, ci.Items); err != nil {
 			s.Codecs.WriteError(w, req, err)
 			return

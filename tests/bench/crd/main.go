@@ -91,7 +91,13 @@ type server struct {
 	// memory figures: objects stored, and resident bytes by process
 	stored int
 	rss    map[string]int64
+	// wall time of a full LIST of the stored objects in JSON (median of listRounds),
+	// read after the resident memory
+	list time.Duration
 }
+
+// listRounds is how many full LISTs of the stored objects are timed.
+const listRounds = 3
 
 func run(ctx context.Context, o options) error {
 	work, err := os.MkdirTemp("", "wasmplane-crd-bench-")
@@ -191,7 +197,7 @@ func run(ctx context.Context, o options) error {
 		return nil
 	}
 	fmt.Println()
-	fmt.Fprintf(tw, "server\t1 KiB custom objects stored\tresident memory\tby process\n")
+	fmt.Fprintf(tw, "server\t1 KiB custom objects stored\tresident memory\tby process\tfull LIST, JSON (median of %d)\n", listRounds)
 	for _, s := range servers {
 		var total int64
 		var parts []string
@@ -199,7 +205,7 @@ func run(ctx context.Context, o options) error {
 			total += s.rss[name]
 			parts = append(parts, fmt.Sprintf("%s %d MiB", name, s.rss[name]>>20))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d MiB\t%s\n", s.name, s.stored, total>>20, strings.Join(parts, ", "))
+		fmt.Fprintf(tw, "%s\t%d\t%d MiB\t%s\t%v\n", s.name, s.stored, total>>20, strings.Join(parts, ", "), s.list.Round(time.Millisecond))
 	}
 	return tw.Flush()
 }
@@ -275,6 +281,21 @@ func memoryFigures(ctx context.Context, s *server, o options) error {
 		}
 		s.rss[name] = rss
 	}
+	var lists []time.Duration
+	for range listRounds {
+		start := time.Now()
+		body, err := s.cs.CoreV1().RESTClient().Get().AbsPath("/apis/memory.example.com/v1/namespaces/default/payloads").
+			SetHeader("Accept", "application/json").DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("listing the stored objects: %w", err)
+		}
+		lists = append(lists, time.Since(start))
+		if n := strings.Count(string(body), `"kind":"Payload"`); n != s.stored {
+			return fmt.Errorf("the list has %d objects, want %d", n, s.stored)
+		}
+	}
+	slices.Sort(lists)
+	s.list = lists[len(lists)/2]
 	return nil
 }
 

@@ -1,0 +1,238 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// gizmoConfig is a custom resource (unstructured objects) under a prefix of its own.
+func gizmoConfig(tb testing.TB) ResourceConfig {
+	name := strings.NewReplacer("/", "-", " ", "_").Replace(tb.Name())
+	return ResourceConfig{
+		GroupResource: schema.GroupResource{Group: "example.com", Resource: "gizmos"},
+		Prefix:        fmt.Sprintf("/t%d-%s/example.com/gizmos", prefixSeq.Add(1), name),
+		NewFunc:       func() runtime.Object { return &unstructured.Unstructured{} },
+		NewListFunc:   func() runtime.Object { return &unstructured.UnstructuredList{} },
+		Codec:         NewCodec(scheme.Scheme),
+	}
+}
+
+func gizmo(name string, size int) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "Gizmo",
+		"metadata": map[string]any{"name": name, "namespace": "ns", "labels": map[string]any{"app": "gizmo"}},
+		"spec":     map[string]any{"data": strings.Repeat("x", size), "replicas": int64(3)},
+	}}
+}
+
+// forgetDecoded runs the collector until no cached gizmo keeps its decoded form, which is
+// what a server holding many objects that nobody reads looks like.
+func forgetDecoded(t *testing.T, c *Cacher) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		goruntime.GC()
+		live := 0
+		c.mu.RLock()
+		c.tree.Ascend(func(it *cacheItem) bool {
+			if it.obj.stored == nil {
+				t.Errorf("%s: cached decoded, want stored bytes", it.key)
+			} else if it.obj.stored.live() != nil {
+				live++
+			}
+			return true
+		})
+		c.mu.RUnlock()
+		if live == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d cached objects still decoded after collections", live)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCacherKeepsUnstructuredAsStoredBytes checks that custom objects, cached as their
+// stored bytes, are served the same as decoded ones: get, list, watch (initial events,
+// changes, deletion), updates that start from the cache, from many readers at once.
+func TestCacherKeepsUnstructuredAsStoredBytes(t *testing.T) {
+	ctx := testCtx(t)
+	cfg := gizmoConfig(t)
+	c := NewCacher(NewEtcd(testClient, cfg), CacherConfig{})
+	t.Cleanup(c.Stop)
+	if err := c.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := func(name string) string { return cfg.Prefix + "/ns/" + name }
+	want := map[string]*unstructured.Unstructured{}
+	for i := range 20 {
+		name := fmt.Sprintf("g-%02d", i)
+		out := &unstructured.Unstructured{}
+		if err := c.Create(ctx, key(name), gizmo(name, 100+i), out); err != nil {
+			t.Fatal(err)
+		}
+		want[name] = out
+	}
+	last := want["g-19"].GetResourceVersion()
+	list := &unstructured.UnstructuredList{}
+	if err := c.GetList(ctx, cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: last,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}, list); err != nil {
+		t.Fatal(err)
+	}
+	forgetDecoded(t, c)
+
+	// Many readers of forgotten objects at once: each gets the written object.
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*len(want))
+	for range 8 {
+		for name, w := range want {
+			wg.Go(func() {
+				got := &unstructured.Unstructured{}
+				if err := c.Get(ctx, key(name), GetOptions{ResourceVersion: "0"}, got); err != nil {
+					errs <- err
+					return
+				}
+				if !equality.Semantic.DeepEqual(got.Object, w.Object) {
+					errs <- fmt.Errorf("get %s: %v, want %v", name, got.Object, w.Object)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+
+	forgetDecoded(t, c)
+	list = &unstructured.UnstructuredList{}
+	if err := c.GetList(ctx, cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: "0",
+		Predicate: SelectionPredicate{Limit: 5}}, list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 5 || list.GetContinue() == "" {
+		t.Fatalf("paged list: %d items, continue %q; want 5 and a token", len(list.Items), list.GetContinue())
+	}
+	for _, it := range list.Items {
+		if !equality.Semantic.DeepEqual(it.Object, want[it.GetName()].Object) {
+			t.Errorf("list item %s: %v, want %v", it.GetName(), it.Object, want[it.GetName()].Object)
+		}
+	}
+
+	forgetDecoded(t, c)
+	w, err := c.Watch(ctx, cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	next := func() watch.Event { return nextEvent(t, w) }
+	object := func(ev watch.Event) *unstructured.Unstructured {
+		t.Helper()
+		if _, ok := ev.Object.(*CachingObject); !ok {
+			t.Fatalf("event object %T, want the cache's shared object", ev.Object)
+		}
+		return unwrap(ev.Object).(*unstructured.Unstructured)
+	}
+	for range want {
+		ev := next()
+		got := object(ev)
+		if ev.Type != watch.Added || !equality.Semantic.DeepEqual(got.Object, want[got.GetName()].Object) {
+			t.Fatalf("initial event %s %v, want Added %v", ev.Type, got.Object, want[got.GetName()].Object)
+		}
+	}
+
+	// An update starts from the cached state (its stored bytes), then is watched.
+	forgetDecoded(t, c)
+	updated := &unstructured.Unstructured{}
+	err = c.GuaranteedUpdate(ctx, key("g-03"), updated, false, nil, func(in runtime.Object, _ ResponseMeta) (runtime.Object, error) {
+		u := in.(*unstructured.Unstructured)
+		if !equality.Semantic.DeepEqual(u.Object, want["g-03"].Object) {
+			return nil, fmt.Errorf("update started from %v, want %v", u.Object, want["g-03"].Object)
+		}
+		if err := unstructured.SetNestedField(u.Object, int64(5), "spec", "replicas"); err != nil {
+			return nil, err
+		}
+		return u, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.Type != watch.Modified || !equality.Semantic.DeepEqual(object(ev).Object, updated.Object) {
+		t.Fatalf("event %s %v, want Modified %v", ev.Type, object(ev).Object, updated.Object)
+	}
+	// An update that changes nothing writes nothing: the stored bytes are the comparison.
+	same := &unstructured.Unstructured{}
+	err = c.GuaranteedUpdate(ctx, key("g-03"), same, false, nil, func(in runtime.Object, _ ResponseMeta) (runtime.Object, error) {
+		return in, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same.GetResourceVersion() != updated.GetResourceVersion() {
+		t.Errorf("no-op update wrote revision %s, want %s kept", same.GetResourceVersion(), updated.GetResourceVersion())
+	}
+
+	forgetDecoded(t, c)
+	if err := c.Delete(ctx, key("g-04"), &unstructured.Unstructured{}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	ev := next()
+	got := object(ev)
+	if ev.Type != watch.Deleted || got.GetName() != "g-04" || !equality.Semantic.DeepEqual(got.Object["spec"], want["g-04"].Object["spec"]) {
+		t.Fatalf("event %s %v, want Deleted g-04", ev.Type, got.Object)
+	}
+}
+
+// BenchmarkCacherUnstructuredList is a full list of 10,000 1 KiB custom objects from the
+// watch cache after the decoded forms were collected: the price of keeping bytes.
+func BenchmarkCacherUnstructuredList(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg := gizmoConfig(b)
+	c := NewCacher(NewEtcd(testClient, cfg), CacherConfig{})
+	b.Cleanup(c.Stop)
+	if err := c.Ready(ctx); err != nil {
+		b.Fatal(err)
+	}
+	const n = 10000
+	sem := make(chan struct{}, 32)
+	errs := make(chan error, n)
+	for i := range n {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			name := fmt.Sprintf("g-%05d", i)
+			errs <- c.Create(ctx, cfg.Prefix+"/ns/"+name, gizmo(name, 1024), nil)
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		goruntime.GC()
+		list := &unstructured.UnstructuredList{}
+		if err := c.GetList(ctx, cfg.Prefix+"/", ListOptions{Recursive: true}, list); err != nil {
+			b.Fatal(err)
+		}
+		if len(list.Items) != n {
+			b.Fatalf("%d items, want %d", len(list.Items), n)
+		}
+	}
+}
