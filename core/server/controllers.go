@@ -71,6 +71,9 @@ type ControllerConfig struct {
 	// HPASyncPeriod is how often each HorizontalPodAutoscaler is reconciled
 	// (kube-controller-manager's --horizontal-pod-autoscaler-sync-period; 0 = 15 s).
 	HPASyncPeriod time.Duration
+	// HPATolerance is the distance from an HPA's target within which it does not scale
+	// (kube-controller-manager's --horizontal-pod-autoscaler-tolerance; nil = 0.1).
+	HPATolerance *float64
 	// PodMetrics is where the HorizontalPodAutoscaler controller reads pods' usage; nil =
 	// metrics.k8s.io/v1beta1 PodMetrics through the API server.
 	PodMetrics podautoscaler.PodMetricsLister
@@ -307,7 +310,7 @@ func newHPAController(cfg *rest.Config, client kubernetes.Interface, factory inf
 		metrics = podautoscaler.NewMetricsAPILister(mc)
 	}
 	return podautoscaler.New(client, scales, mapper, metrics, factory, podautoscaler.Options{
-		Logger: log, Recorder: recorder, SyncPeriod: ctrl.HPASyncPeriod})
+		Logger: log, Recorder: recorder, SyncPeriod: ctrl.HPASyncPeriod, Tolerance: ctrl.HPATolerance})
 }
 
 // ControllerManagerOptions configures RunControllerManager.
