@@ -305,3 +305,23 @@ func BenchmarkReconcile100Pods(b *testing.B) {
 		})
 	}
 }
+
+func TestNewTolerance(t *testing.T) {
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	mapper := resettable{meta.NewDefaultRESTMapper(nil)}
+	for _, tc := range []struct {
+		tol     *float64
+		want    float64
+		wantErr bool
+	}{{nil, DefaultTolerance, false}, {ptr.To(0.0), 0, false}, {ptr.To(0.25), 0.25, false}, {ptr.To(-0.1), 0, true}} {
+		c, err := New(client, &scalefake.FakeScaleClient{}, mapper, fixedMetrics{}, factory, Options{Tolerance: tc.tol})
+		if (err != nil) != tc.wantErr {
+			t.Errorf("tolerance %v: err = %v, want an error %v", tc.tol, err, tc.wantErr)
+			continue
+		}
+		if err == nil && *c.opts.Tolerance != tc.want {
+			t.Errorf("tolerance %v: used %v, want %v", tc.tol, *c.opts.Tolerance, tc.want)
+		}
+	}
+}
