@@ -19,6 +19,7 @@ import (
 func newControllerManager() *cobra.Command {
 	var kubeconfig, logLevel, signingCert, signingKey string
 	var opts server.ControllerManagerOptions
+	var hpaTolerance float64
 	cmd := &cobra.Command{
 		Use:   "controller-manager",
 		Short: "Run the Deployment, ReplicaSet, garbage-collector and namespace controllers (leader-elected)",
@@ -32,6 +33,10 @@ func newControllerManager() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("loading kubeconfig: %w", err)
 			}
+			if hpaTolerance < 0 {
+				return fmt.Errorf("--horizontal-pod-autoscaler-tolerance %v: want 0 or more", hpaTolerance)
+			}
+			opts.Controllers.HPATolerance = &hpaTolerance
 			if (signingCert == "") != (signingKey == "") {
 				return fmt.Errorf("--cluster-signing-cert-file and --cluster-signing-key-file go together")
 			}
@@ -60,6 +65,8 @@ func newControllerManager() *cobra.Command {
 	f.StringVar(&signingCert, "cluster-signing-cert-file", "", "PEM CA certificate that signs kubelet client certificates (e.g. <data-dir>/pki/ca.crt); empty = no signer")
 	f.StringVar(&signingKey, "cluster-signing-key-file", "", "PEM private key of --cluster-signing-cert-file")
 	f.DurationVar(&opts.Controllers.HPASyncPeriod, "horizontal-pod-autoscaler-sync-period", podautoscaler.DefaultSyncPeriod, "how often each HorizontalPodAutoscaler is reconciled")
+	f.StringSliceVar((*[]string)(&opts.Controllers.Selection), "controllers", []string{"*"}, "controllers to run, as kube-controller-manager's --controllers: * for all, NAME to run one, -NAME to leave one to another controller manager (e.g. *,-job,-statefulset)")
+	f.Float64Var(&hpaTolerance, "horizontal-pod-autoscaler-tolerance", podautoscaler.DefaultTolerance, "minimum change (from 1.0) in the desired-to-actual metrics ratio for the HorizontalPodAutoscaler to scale")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

@@ -53,6 +53,7 @@ func newUp() *cobra.Command {
 	var cfg server.Config
 	var logLevel, memoryLimit, serviceCIDR, nodePortRange, advertise string
 	var disableKubelet, enableAPF bool
+	var hpaTolerance float64
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Start the control plane (API server on embedded etcd) in this process",
@@ -81,6 +82,10 @@ func newUp() *cobra.Command {
 				return err
 			}
 			cfg.KubeletPort = kubeletPort(cfg.KubeletPort)
+			if hpaTolerance < 0 {
+				return fmt.Errorf("--horizontal-pod-autoscaler-tolerance %v: want 0 or more", hpaTolerance)
+			}
+			cfg.Controllers.HPATolerance = &hpaTolerance
 			if err := parseServiceFlags(serviceCIDR, nodePortRange, advertise, &cfg); err != nil {
 				return err
 			}
@@ -145,6 +150,8 @@ func newUp() *cobra.Command {
 	f.BoolVar(&cfg.DisableControllers, "disable-controllers", false, "do not run the controllers (run wasmplane controller-manager instead)")
 	f.BoolVar(&cfg.DisableScheduler, "disable-scheduler", false, "do not run the scheduler (run wasmplane scheduler instead)")
 	f.DurationVar(&cfg.Controllers.HPASyncPeriod, "horizontal-pod-autoscaler-sync-period", podautoscaler.DefaultSyncPeriod, "how often each HorizontalPodAutoscaler is reconciled")
+	f.StringSliceVar((*[]string)(&cfg.Controllers.Selection), "controllers", []string{"*"}, "controllers to run, as kube-controller-manager's --controllers: * for all, NAME to run one, -NAME to leave one to another controller manager (e.g. *,-job,-statefulset)")
+	f.Float64Var(&hpaTolerance, "horizontal-pod-autoscaler-tolerance", podautoscaler.DefaultTolerance, "minimum change (from 1.0) in the desired-to-actual metrics ratio for the HorizontalPodAutoscaler to scale")
 	f.StringVar(&serviceCIDR, "service-cluster-ip-range", servicealloc.DefaultServiceCIDR.String(), "CIDR of Services' cluster IPs; its first address is the kubernetes Service's")
 	f.StringVar(&nodePortRange, "service-node-port-range", servicealloc.DefaultNodePortRange.String(), "range of ports NodePort and LoadBalancer Services get (LOW-HIGH)")
 	f.StringVar(&advertise, "advertise-address", "", "address listed in the kubernetes Service's endpoints (default the bind address, or the host's first non-loopback one)")

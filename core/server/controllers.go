@@ -71,6 +71,12 @@ type ControllerConfig struct {
 	// HPASyncPeriod is how often each HorizontalPodAutoscaler is reconciled
 	// (kube-controller-manager's --horizontal-pod-autoscaler-sync-period; 0 = 15 s).
 	HPASyncPeriod time.Duration
+	// Selection says which controllers run (kube-controller-manager's --controllers;
+	// empty = all), so that kube-controller-manager can run the others.
+	Selection ControllerSelection
+	// HPATolerance is the distance from an HPA's target within which it does not scale
+	// (kube-controller-manager's --horizontal-pod-autoscaler-tolerance; nil = 0.1).
+	HPATolerance *float64
 	// PodMetrics is where the HorizontalPodAutoscaler controller reads pods' usage; nil =
 	// metrics.k8s.io/v1beta1 PodMetrics through the API server.
 	PodMetrics podautoscaler.PodMetricsLister
@@ -114,6 +120,9 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 			ready <- err
 		}
 		return err
+	}
+	if err := ctrl.Selection.Validate(); err != nil {
+		return fail(fmt.Errorf("--controllers: %w", err))
 	}
 	cfg = rest.CopyConfig(cfg)
 	if cfg.UserAgent == "" {
@@ -246,35 +255,43 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 		}
 	}
 	var wg sync.WaitGroup
+	// A controller not selected is built (its informers are shared) but not run.
+	run := func(name string, f func()) {
+		if ctrl.Selection.Enabled(name) {
+			wg.Go(f)
+		} else {
+			log.Info("controller disabled by --controllers", "controller", name)
+		}
+	}
 	factory.Start(ctx.Done())
-	wg.Go(func() { csrApprover.Run(ctx, 1) })
+	run("certificatesigningrequest-approving-controller", func() { csrApprover.Run(ctx, 1) })
 	if csrSigner != nil {
-		wg.Go(func() { csrSigner.Run(ctx, 1) })
+		run("certificatesigningrequest-signing-controller", func() { csrSigner.Run(ctx, 1) })
 	}
-	wg.Go(func() { nsc.Run(ctx, 2) })
-	wg.Go(func() { rsc.Run(ctx, 5) })
-	wg.Go(func() { rcc.Run(ctx, 5) })
-	wg.Go(func() { dsc.Run(ctx, 2) })
-	wg.Go(func() { ssc.Run(ctx, 2) })
-	wg.Go(func() { dc.Run(ctx, 5) })
-	wg.Go(func() { hpac.Run(ctx, 5) })
-	wg.Go(func() { jc.Run(ctx, 5) })
-	wg.Go(func() { cjc.Run(ctx, 5) })
-	wg.Go(func() { ttlc.Run(ctx, 5) })
-	wg.Go(func() { nlc.Run(ctx) })
-	wg.Go(func() { pgc.Run(ctx) })
-	wg.Go(func() { crac.Run(ctx, 1) })
-	wg.Go(func() { sac.Run(ctx, 1) })
-	wg.Go(func() { rqc.Run(ctx, 2) })
-	wg.Go(func() { epc.Run(ctx, 5) })
-	wg.Go(func() { esc.Run(ctx, 5) })
-	wg.Go(func() { esmc.Run(ctx, 5) })
-	wg.Go(func() { pdbc.Run(ctx, 2) })
-	wg.Go(func() { vapc.Run(ctx, 1) })
+	run("namespace-controller", func() { nsc.Run(ctx, 2) })
+	run("replicaset-controller", func() { rsc.Run(ctx, 5) })
+	run("replicationcontroller-controller", func() { rcc.Run(ctx, 5) })
+	run("daemonset-controller", func() { dsc.Run(ctx, 2) })
+	run("statefulset-controller", func() { ssc.Run(ctx, 2) })
+	run("deployment-controller", func() { dc.Run(ctx, 5) })
+	run("horizontal-pod-autoscaler-controller", func() { hpac.Run(ctx, 5) })
+	run("job-controller", func() { jc.Run(ctx, 5) })
+	run("cronjob-controller", func() { cjc.Run(ctx, 5) })
+	run("ttl-after-finished-controller", func() { ttlc.Run(ctx, 5) })
+	run("node-lifecycle-controller", func() { nlc.Run(ctx) })
+	run("pod-garbage-collector-controller", func() { pgc.Run(ctx) })
+	run("clusterrole-aggregation-controller", func() { crac.Run(ctx, 1) })
+	run("serviceaccount-controller", func() { sac.Run(ctx, 1) })
+	run("resourcequota-controller", func() { rqc.Run(ctx, 2) })
+	run("endpoints-controller", func() { epc.Run(ctx, 5) })
+	run("endpointslice-controller", func() { esc.Run(ctx, 5) })
+	run("endpointslice-mirroring-controller", func() { esmc.Run(ctx, 5) })
+	run("disruption-controller", func() { pdbc.Run(ctx, 2) })
+	run("validatingadmissionpolicy-status-controller", func() { vapc.Run(ctx, 1) })
 	if rootCAPublisher != nil {
-		wg.Go(func() { rootCAPublisher.Run(ctx, 1) })
+		run("root-ca-certificate-publisher-controller", func() { rootCAPublisher.Run(ctx, 1) })
 	}
-	wg.Go(func() {
+	run("garbage-collector-controller", func() {
 		if err := gc.Run(ctx, 5); err != nil && ctx.Err() == nil {
 			log.Error("garbage collector stopped", "err", err)
 		}
@@ -307,7 +324,7 @@ func newHPAController(cfg *rest.Config, client kubernetes.Interface, factory inf
 		metrics = podautoscaler.NewMetricsAPILister(mc)
 	}
 	return podautoscaler.New(client, scales, mapper, metrics, factory, podautoscaler.Options{
-		Logger: log, Recorder: recorder, SyncPeriod: ctrl.HPASyncPeriod})
+		Logger: log, Recorder: recorder, SyncPeriod: ctrl.HPASyncPeriod, Tolerance: ctrl.HPATolerance})
 }
 
 // ControllerManagerOptions configures RunControllerManager.

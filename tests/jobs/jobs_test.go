@@ -136,6 +136,24 @@ spec:
         command: ["sh", "-c", "echo index $(JOB_COMPLETION_INDEX); exit $(JOB_COMPLETION_INDEX)"]
 `
 
+// restartingJob's container exits 1 and is restarted in its pod (OnFailure): its first
+// restart reaches the backoffLimit, so the Job fails with one pod and no replacement.
+const restartingJob = `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: restarting
+spec:
+  backoffLimit: 1
+  template:
+    spec:
+      restartPolicy: OnFailure
+      containers:
+      - name: work
+        image: toolbox:latest
+        imagePullPolicy: IfNotPresent
+        command: ["sh", "-c", "echo failing; exit 1"]
+`
+
 func TestJobs(t *testing.T) {
 	e := setup(t)
 	t.Run("kubectl create job runs to Complete", func(t *testing.T) {
@@ -212,6 +230,42 @@ func TestJobs(t *testing.T) {
 		}
 		if out := e.mustKubectl(t, "", "get", "jobs", "indexed"); !strings.Contains(out, "Failed") || !strings.Contains(out, "1/2") {
 			t.Errorf("kubectl get jobs indexed:\n%s", out)
+		}
+	})
+	t.Run("OnFailure restarts count toward backoffLimit", func(t *testing.T) {
+		t.Parallel()
+		e.mustKubectl(t, restartingJob, "create", "-f", "-")
+		// The restarts are read while the Job runs: its failure deletes the pod.
+		var restarts int32
+		seen := map[string]bool{}
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 120*time.Second, true, func(ctx context.Context) (bool, error) {
+			pods, err := e.cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=restarting"})
+			if err != nil {
+				return false, err
+			}
+			for _, p := range pods.Items {
+				seen[p.Name] = true
+				for _, cs := range p.Status.ContainerStatuses {
+					restarts = max(restarts, cs.RestartCount)
+				}
+			}
+			j, err := e.cs.BatchV1().Jobs("default").Get(ctx, "restarting", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return hasCond(j, batchv1.JobFailed, "BackoffLimitExceeded"), nil
+		})
+		if err != nil {
+			t.Fatalf("waiting for restarting to fail with BackoffLimitExceeded: %v", err)
+		}
+		j := e.waitJob(t, "restarting", batchv1.JobFailed, time.Second)
+		if !hasCond(j, batchv1.JobFailureTarget, "BackoffLimitExceeded") || j.Status.Succeeded != 0 || j.Status.Active != 0 {
+			t.Errorf("status = %+v", j.Status)
+		}
+		// One pod whose container restarted in place: the restart reached the limit
+		// (the pod deleted by the Job's failure then counts as failed, as in Kubernetes).
+		if len(seen) != 1 || restarts < 1 {
+			t.Errorf("pods %v, most restarts %d; want one pod, restarted", seen, restarts)
 		}
 	})
 	t.Run("cronjob created, shown and run by hand", func(t *testing.T) {

@@ -76,6 +76,23 @@ func pod(name string, phase corev1.PodPhase, finalizer bool, idx int, finishedAg
 	return p
 }
 
+// onFailure makes the Job's pods restart in place, with the given backoffLimit.
+func onFailure(limit int32) jobOpt {
+	return func(j *batchv1.Job) {
+		j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+		j.Spec.BackoffLimit = &limit
+	}
+}
+
+// restarted gives p's container n restarts, as its kubelet reports them.
+func restarted(p *corev1.Pod, n int32) *corev1.Pod {
+	if len(p.Status.ContainerStatuses) == 0 {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c"}}
+	}
+	p.Status.ContainerStatuses[0].RestartCount = n
+	return p
+}
+
 func itoa(i int) string { return string(rune('0' + i)) }
 
 func newController(t *testing.T, objs ...runtime.Object) (*Controller, *fake.Clientset, informers.SharedInformerFactory) {
@@ -159,6 +176,28 @@ func TestReconcile(t *testing.T) {
 			pods:       []*corev1.Pod{pod("f", corev1.PodFailed, true, -1, time.Second), pod("r", corev1.PodRunning, true, -1, 0)},
 			wantDelete: []string{"r"}, wantRelease: []string{"f"}, wantFailed: 1, wantUncFail: 1,
 			wantConds: map[batchv1.JobConditionType]string{batchv1.JobFailureTarget: reasonBackoffLimit, batchv1.JobFailed: ""}},
+		{name: "OnFailure: container restarts reaching backoffLimit fail the Job",
+			job:        newJob(onFailure(2)),
+			pods:       []*corev1.Pod{restarted(pod("r", corev1.PodRunning, true, -1, 0), 1), restarted(pod("s", corev1.PodPending, true, -1, 0), 1)},
+			wantDelete: []string{"r", "s"},
+			wantConds:  map[batchv1.JobConditionType]string{batchv1.JobFailureTarget: reasonBackoffLimit, batchv1.JobFailed: ""}},
+		{name: "OnFailure: restarts below backoffLimit keep the Job running",
+			job:        newJob(onFailure(3)),
+			pods:       []*corev1.Pod{restarted(pod("r", corev1.PodRunning, true, -1, 0), 1), restarted(pod("s", corev1.PodRunning, true, -1, 0), 1)},
+			wantActive: 2},
+		{name: "OnFailure with backoffLimit 0: one restart fails the Job",
+			job:        newJob(onFailure(0)),
+			pods:       []*corev1.Pod{restarted(pod("r", corev1.PodRunning, true, -1, 0), 1)},
+			wantDelete: []string{"r"},
+			wantConds:  map[batchv1.JobConditionType]string{batchv1.JobFailureTarget: reasonBackoffLimit}},
+		{name: "OnFailure: restarts of finished pods are not counted",
+			job:         newJob(onFailure(1), func(j *batchv1.Job) { j.Status.Succeeded = 1 }),
+			pods:        []*corev1.Pod{restarted(pod("a", corev1.PodSucceeded, true, -1, 0), 3), pod("r", corev1.PodRunning, true, -1, 0)},
+			wantRelease: []string{"a"}, wantActive: 2, wantCreate: []int{-1}, wantOK: 1, wantUncOK: 1},
+		{name: "Never: restart counts are not the Job's concern",
+			job:        newJob(func(j *batchv1.Job) { j.Spec.BackoffLimit = ptr.To[int32](1) }),
+			pods:       []*corev1.Pod{restarted(pod("r", corev1.PodRunning, true, -1, 0), 5), pod("s", corev1.PodRunning, true, -1, 0)},
+			wantActive: 2},
 		{name: "failure target and no pods left: Failed",
 			job: newJob(func(j *batchv1.Job) {
 				j.Spec.BackoffLimit = ptr.To[int32](1)

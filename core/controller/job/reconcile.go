@@ -304,7 +304,7 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 	}
 
 	// Kubernetes' order: failures before successes.
-	if failed > ptr.Deref(job.Spec.BackoffLimit, 6) {
+	if failed > ptr.Deref(job.Spec.BackoffLimit, 6) || pastBackoffLimitOnFailure(job, pods) {
 		target(batchv1.JobFailureTarget, reasonBackoffLimit, msgBackoffLimit)
 	}
 	if ads := job.Spec.ActiveDeadlineSeconds; ads != nil && st.StartTime != nil && !suspended {
@@ -398,6 +398,33 @@ func (c *Controller) reconcile(job *batchv1.Job, pods []*corev1.Pod) result {
 	}
 	r.status = st
 	return r
+}
+
+// pastBackoffLimitOnFailure reports whether the container restarts of a Job whose pods
+// restart in place (restartPolicy OnFailure) reached its backoffLimit: with that policy a
+// failing container restarts instead of failing its pod, so Kubernetes counts the
+// restartCounts of the pods still pending or running — any restart when the limit is 0.
+func pastBackoffLimitOnFailure(job *batchv1.Job, pods []*corev1.Pod) bool {
+	if job.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyOnFailure {
+		return false
+	}
+	var restarts int32
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodRunning && p.Status.Phase != corev1.PodPending {
+			continue
+		}
+		for _, cs := range p.Status.InitContainerStatuses {
+			restarts += cs.RestartCount
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			restarts += cs.RestartCount
+		}
+	}
+	limit := ptr.Deref(job.Spec.BackoffLimit, 6)
+	if limit == 0 {
+		return restarts > 0
+	}
+	return restarts >= limit
 }
 
 // requeueAt asks for a sync after wait unless an earlier one is already due.

@@ -61,8 +61,9 @@ type Options struct {
 	// set one (default DefaultDownscaleStabilization).
 	DownscaleStabilization time.Duration
 	// Tolerance is the relative distance from the target within which nothing is scaled
-	// (default DefaultTolerance; a negative value means zero).
-	Tolerance float64
+	// (kube-controller-manager's --horizontal-pod-autoscaler-tolerance; nil =
+	// DefaultTolerance, 0 scales on any distance). An HPA's behavior may set its own.
+	Tolerance *float64
 	// CPUInitializationPeriod and InitialReadinessDelay decide which pods' CPU samples
 	// are trusted (defaults DefaultCPUInitializationPeriod, DefaultInitialReadinessDelay).
 	CPUInitializationPeriod, InitialReadinessDelay time.Duration
@@ -79,6 +80,7 @@ type Controller struct {
 	synced    []cache.InformerSynced
 	queue     workqueue.TypedRateLimitingInterface[string]
 	history   *history
+	selectors *selectors
 	log       *slog.Logger
 	recorder  record.EventRecorder
 	clock     clock.PassiveClock
@@ -104,11 +106,10 @@ func New(client kubernetes.Interface, scales scale.ScalesGetter, mapper meta.Res
 	if opts.DownscaleStabilization <= 0 {
 		opts.DownscaleStabilization = DefaultDownscaleStabilization
 	}
-	switch {
-	case opts.Tolerance == 0:
-		opts.Tolerance = DefaultTolerance
-	case opts.Tolerance < 0:
-		opts.Tolerance = 0
+	if opts.Tolerance == nil {
+		opts.Tolerance = ptr.To(DefaultTolerance)
+	} else if *opts.Tolerance < 0 {
+		return nil, fmt.Errorf("the HorizontalPodAutoscaler tolerance %v is negative", *opts.Tolerance)
 	}
 	if opts.CPUInitializationPeriod <= 0 {
 		opts.CPUInitializationPeriod = DefaultCPUInitializationPeriod
@@ -124,11 +125,12 @@ func New(client kubernetes.Interface, scales scale.ScalesGetter, mapper meta.Res
 		synced: []cache.InformerSynced{hpaInf.Informer().HasSynced, podInf.Informer().HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "horizontalpodautoscaler"}),
-		history:  newHistory(),
-		log:      opts.Logger.With("controller", "horizontalpodautoscaler"),
-		recorder: opts.Recorder,
-		clock:    opts.Clock,
-		opts:     opts,
+		history:   newHistory(),
+		selectors: newSelectors(),
+		log:       opts.Logger.With("controller", "horizontalpodautoscaler"),
+		recorder:  opts.Recorder,
+		clock:     opts.Clock,
+		opts:      opts,
 	}
 	if _, err := hpaInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
@@ -145,7 +147,11 @@ func New(client kubernetes.Interface, scales scale.ScalesGetter, mapper meta.Res
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
 			}
-			c.enqueue(obj)
+			// Its pods are at once free for another HPA.
+			if h, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler); ok {
+				c.selectors.forget(h.Namespace + "/" + h.Name)
+				c.queue.Add(h.Namespace + "/" + h.Name)
+			}
 		},
 	}); err != nil {
 		return nil, fmt.Errorf("adding HorizontalPodAutoscaler handler: %w", err)
@@ -160,6 +166,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 
 func (c *Controller) enqueue(obj any) {
 	if h, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler); ok {
+		c.selectors.register(h.Namespace, h.Name)
 		c.queue.Add(h.Namespace + "/" + h.Name)
 	}
 }
@@ -175,6 +182,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	hpa, err := c.hpaLister.HorizontalPodAutoscalers(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.history.forget(key)
+		c.selectors.forget(key)
 		return 0, nil
 	}
 	if err != nil {
@@ -336,9 +344,17 @@ func (c *Controller) replicasForMetrics(ctx context.Context, hpa *autoscalingv2.
 		c.setCondition(hpa, autoscalingv2.ScalingActive, corev1.ConditionFalse, "InvalidSelector", "%s", msg)
 		return -1, "", nil, errors.New(msg)
 	}
+	c.selectors.put(hpa.Namespace, hpa.Name, selector)
 	pods, err := c.podLister.Pods(hpa.Namespace).List(selector)
 	if err != nil {
 		return -1, "", nil, fmt.Errorf("listing the target's pods: %w", err)
+	}
+	// Two HPAs scaling the same pods would undo each other's work: neither scales.
+	if hpas := c.selectors.controlling(pods); len(hpas) > 1 {
+		msg := fmt.Sprintf("pods by selector %v are controlled by multiple HPAs: %v", sc.Status.Selector, hpas)
+		c.recorder.Event(hpa, corev1.EventTypeWarning, "AmbiguousSelector", msg)
+		c.setCondition(hpa, autoscalingv2.ScalingActive, corev1.ConditionFalse, "AmbiguousSelector", "%s", msg)
+		return -1, "", nil, errors.New(msg)
 	}
 	specs := hpa.Spec.Metrics
 	statuses := make([]autoscalingv2.MetricStatus, len(specs))
@@ -378,7 +394,7 @@ func (c *Controller) replicasForMetrics(ctx context.Context, hpa *autoscalingv2.
 
 func (c *Controller) calculator(now time.Time) calculator {
 	return calculator{now: now, cpuInitialization: c.opts.CPUInitializationPeriod, initialReadiness: c.opts.InitialReadinessDelay,
-		tol: tolerances{down: c.opts.Tolerance, up: c.opts.Tolerance}}
+		tol: tolerances{down: *c.opts.Tolerance, up: *c.opts.Tolerance}}
 }
 
 // errNoCustomMetrics is why Pods, Object and External metrics cannot be read.

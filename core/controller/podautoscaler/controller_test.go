@@ -147,6 +147,8 @@ func (f *fixture) events() []string {
 func TestReconcile(t *testing.T) {
 	pods, hot := testPods(2, 900)
 	pods3, _ := testPods(3, 0)
+	warmPods, warm := testPods(2, 540) // 54 % of a 50 % target: ratio 1.08
+	mildPods, mild := testPods(2, 600) // ratio 1.2
 	podsMetric := autoscalingv2.MetricSpec{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{
 		Metric: autoscalingv2.MetricIdentifier{Name: "rps"}, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: ptr.To(resource.MustParse("10"))}}}
 	cases := []struct {
@@ -161,6 +163,8 @@ func TestReconcile(t *testing.T) {
 		wantConds    map[autoscalingv2.HorizontalPodAutoscalerConditionType]string
 		wantEvents   []string
 		wantErr      bool
+		tolerance    *float64          // Options.Tolerance (nil = the default)
+		otherHPAs    map[string]string // other HPAs in default → their targets' selectors
 	}{
 		{name: "scale up", hpa: testHPA(), replicas: 2, pods: pods, metrics: hot, wantReplicas: 4, wantDesired: 4, wantCurrent: "90",
 			wantConds: map[autoscalingv2.HorizontalPodAutoscalerConditionType]string{
@@ -186,6 +190,22 @@ func TestReconcile(t *testing.T) {
 		{name: "a failing pods metric beside a cpu metric that scales up", hpa: testHPA(testHPA().Spec.Metrics[0], podsMetric), replicas: 2, pods: pods, metrics: hot,
 			wantReplicas: 4, wantDesired: 4, wantCurrent: "90", wantErr: true,
 			wantConds: map[autoscalingv2.HorizontalPodAutoscalerConditionType]string{autoscalingv2.ScalingActive: "True/ValidMetricFound"}},
+		{name: "within the default tolerance: no scaling", hpa: testHPA(), replicas: 2, pods: warmPods, metrics: warm,
+			wantReplicas: 2, wantDesired: 2, wantCurrent: "54",
+			wantConds: map[autoscalingv2.HorizontalPodAutoscalerConditionType]string{autoscalingv2.ScalingActive: "True/ValidMetricFound"}},
+		{name: "tolerance 0 scales on any distance", hpa: testHPA(), replicas: 2, pods: warmPods, metrics: warm, tolerance: ptr.To(0.0),
+			wantReplicas: 3, wantDesired: 3, wantCurrent: "54"},
+		{name: "outside the default tolerance: scaling", hpa: testHPA(), replicas: 2, pods: mildPods, metrics: mild,
+			wantReplicas: 3, wantDesired: 3, wantCurrent: "60"},
+		{name: "within a wider tolerance: no scaling", hpa: testHPA(), replicas: 2, pods: mildPods, metrics: mild, tolerance: ptr.To(0.25),
+			wantReplicas: 2, wantDesired: 2, wantCurrent: "60"},
+		{name: "another HPA on the same pods: AmbiguousSelector, no scaling", hpa: testHPA(), replicas: 2, pods: pods, metrics: hot,
+			otherHPAs: map[string]string{"web-too": "app=web"}, wantReplicas: 2, wantErr: true,
+			wantConds:  map[autoscalingv2.HorizontalPodAutoscalerConditionType]string{autoscalingv2.ScalingActive: "False/AmbiguousSelector"},
+			wantEvents: []string{"Warning AmbiguousSelector pods by selector app=web are controlled by multiple HPAs: [default/web default/web-too]"}},
+		{name: "another HPA on other pods: scaling", hpa: testHPA(), replicas: 2, pods: pods, metrics: hot,
+			otherHPAs: map[string]string{"api": "app=api"}, wantReplicas: 4, wantDesired: 4, wantCurrent: "90",
+			wantConds: map[autoscalingv2.HorizontalPodAutoscalerConditionType]string{autoscalingv2.ScalingActive: "True/ValidMetricFound"}},
 		{name: "unknown kind", hpa: func() *autoscalingv2.HorizontalPodAutoscaler {
 			h := testHPA()
 			h.Spec.ScaleTargetRef.Kind = "Widget"
@@ -197,6 +217,19 @@ func TestReconcile(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.hpa, tc.replicas, tc.pods, tc.metrics)
+			if tc.tolerance != nil {
+				f.c.opts.Tolerance = tc.tolerance
+			}
+			// The HPA informer registers every HPA; the others' targets are known.
+			f.c.selectors.register(tc.hpa.Namespace, tc.hpa.Name)
+			for name, sel := range tc.otherHPAs {
+				parsed, err := labels.Parse(sel)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.c.selectors.register("default", name)
+				f.c.selectors.put("default", name, parsed)
+			}
 			err := f.c.reconcile(context.Background(), tc.hpa.DeepCopy())
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("reconcile: %v (want an error: %v)", err, tc.wantErr)
@@ -270,5 +303,25 @@ func BenchmarkReconcile100Pods(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestNewTolerance(t *testing.T) {
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	mapper := resettable{meta.NewDefaultRESTMapper(nil)}
+	for _, tc := range []struct {
+		tol     *float64
+		want    float64
+		wantErr bool
+	}{{nil, DefaultTolerance, false}, {ptr.To(0.0), 0, false}, {ptr.To(0.25), 0.25, false}, {ptr.To(-0.1), 0, true}} {
+		c, err := New(client, &scalefake.FakeScaleClient{}, mapper, fixedMetrics{}, factory, Options{Tolerance: tc.tol})
+		if (err != nil) != tc.wantErr {
+			t.Errorf("tolerance %v: err = %v, want an error %v", tc.tol, err, tc.wantErr)
+			continue
+		}
+		if err == nil && *c.opts.Tolerance != tc.want {
+			t.Errorf("tolerance %v: used %v, want %v", tc.tol, *c.opts.Tolerance, tc.want)
+		}
 	}
 }
