@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,15 +22,7 @@ import (
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
 )
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		// Seven standard-Go programs compiled for wasip1: a minute or two on 2 cores.
-		fmt.Println("-short: skipped (slow: builds every Go example for wasip1; runs without -short)")
-		return
-	}
-	wasmtest.Main(m)
-}
+func TestMain(m *testing.M) { wasmtest.MainUnlessShort(m, "builds every Go example for wasip1") }
 
 var examples = []string{
 	"examples/plugins/go/token-authenticator",
