@@ -67,6 +67,8 @@ var smallValues = map[string]string{
 	"-pods":       "10",
 	"-rate":       "20",
 	"-scale-pods": "20",
+	"-creates":    "20",
+	"-rounds":     "1",
 	"-run":        "'^$'", // `-run XXX` in the docs: no tests, only the benchmarks
 }
 
