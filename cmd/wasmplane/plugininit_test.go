@@ -12,6 +12,11 @@ import (
 	"github.com/wasmplane/wasmplane/plugins/wasm/wasmtest"
 )
 
+// slowBuild are the languages whose `plugin build` compiles the SDK with the program
+// (standard Go for wasip1, cargo, the AssemblyScript compiler under node): -short leaves
+// them out; C, WAT and Rego build in seconds.
+var slowBuild = map[toolkit.Lang]bool{toolkit.Go: true, toolkit.Rust: true, toolkit.AssemblyScript: true}
+
 // TestPluginInitAnywhere is what a user does with the binary alone: in an empty directory
 // outside any wasmplane checkout, `plugin init`, `plugin build`, `plugin test`, in every
 // language whose toolchain is installed (`plugin doctor` says which). Go always runs.
@@ -29,6 +34,9 @@ func TestPluginInitAnywhere(t *testing.T) {
 	denied := "{\n  \"allowed\": false,\n  \"code\": 403,\n  \"reason\": \"Forbidden\",\n  \"message\": \"label \\\"team\\\" is required\"\n}\n"
 	for _, lang := range toolkit.Langs() {
 		t.Run(string(lang), func(t *testing.T) {
+			if testing.Short() && slowBuild[lang] {
+				t.Skip("slow: compiles the plugin and its SDK with the " + string(lang) + " toolchain (a minute on 2 cores); runs without -short")
+			}
 			if st := status[toolchain.Language(lang)]; !st.OK {
 				if lang == toolkit.Go {
 					t.Fatalf("go: %s missing", strings.Join(st.Missing, ", "))

@@ -67,17 +67,22 @@ var smallValues = map[string]string{
 	"-pods":       "10",
 	"-rate":       "20",
 	"-scale-pods": "20",
+	"-creates":    "20",
+	"-rounds":     "1",
 	"-run":        "'^$'", // `-run XXX` in the docs: no tests, only the benchmarks
 }
 
 // boundingFlags are added to a program's command because the documented form runs at the
 // program's default sizes (go run ./tests/bench/apiserver: 5,000 creates, 1,000 watchers,
-// 10 s phases). `-wasmplane-bin` reuses the binary TestMain built instead of linking
+// 10 s phases; ./tests/bench/scheduler: 5,000 nodes and 10,000 pods; ./tests/bench/apf:
+// 10 s phases on each server). A flag given twice takes the last value, the same small
+// one. `-wasmplane-bin` reuses the binary TestMain built instead of linking
 // another one; -timeout bounds a stuck run.
 var boundingFlags = map[string]string{
 	"./tests/bench/apiserver": "-creates 20 -workers 2 -rate 20 -rate-seconds 1 -watchers 2 -watch-rate 20 -watch-seconds 1 -scale-nodes 10 -wasmplane-bin " + "$WASMPLANE_BIN",
 	"./tests/bench/kubelet":   "-timeout 3m",
-	"./tests/bench/scheduler": "-timeout 3m",
+	"./tests/bench/scheduler": "-nodes 20 -pods 10 -timeout 3m",
+	"./tests/bench/apf":       "-duration 2s -probe 1s -objects 10 -timeout 3m -wasmplane-bin $WASMPLANE_BIN",
 	"./tests/bench/memory":    "-containers 100 -settle 1s -wasmplane-bin $WASMPLANE_BIN",
 }
 
@@ -134,9 +139,10 @@ func TestPerfCommandExtraction(t *testing.T) {
 	}
 	tests := []struct{ in, want string }{
 		{want[0], "go test ./plugins/wasm/ -run '^$' -bench . -benchtime 1x -count 1 -timeout 5m"},
-		{want[1], "go run ./tests/bench/scheduler -nodes 20 -pods 10 -precreate -timeout 3m"},
+		{want[1], "go run ./tests/bench/scheduler -nodes 20 -pods 10 -precreate -nodes 20 -pods 10 -timeout 3m"},
 		{want[2], "go test -run '^$' -bench 'A|B' -benchtime 1x ./tests/bench/scheduler/ -count 1 -timeout 5m"},
-		{want[3], "go run ./tests/bench/scheduler -peer P -timeout 3m"},
+		{want[3], "go run ./tests/bench/scheduler -peer P -nodes 20 -pods 10 -timeout 3m"},
+		{"go run ./tests/bench/scheduler -plugins compare", "go run ./tests/bench/scheduler -plugins compare -nodes 20 -pods 10 -timeout 3m"},
 	}
 	for _, tc := range tests {
 		if b, _ := bounded(tc.in); b != tc.want {
@@ -279,8 +285,6 @@ func TestPerformanceCommands(t *testing.T) {
 				peer := strings.Fields(sh)[slices.Index(strings.Fields(sh), "-peer")+1]
 				if p := strings.Replace(peer, "~", home, 1); !isExecutable(p) {
 					sh = fmt.Sprintf("go run %s -h 2>&1 | grep -e '-peer ' && go run %s -h 2>&1 | grep -e '-peer-config' && go run %s -h 2>&1 | grep -e '-peer-args'", target, target, target)
-				} else {
-					sh = strings.Replace(sh, " -peer ", " -nodes 20 -pods 10 -peer ", 1)
 				}
 			}
 			t.Run(fmt.Sprintf("%d", n), func(t *testing.T) {

@@ -15,13 +15,13 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	"github.com/wasmplane/wasmplane/tests/operator/widgets"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,19 +35,6 @@ func TestMain(m *testing.M) {
 	// reach before a manager's own is set; without one it warns with a stack trace.
 	ctrllog.SetLogger(logr.FromSlogHandler(testserver.Logger().Handler()))
 	os.Exit(m.Run())
-}
-
-// poll waits until cond holds, failing the test with what the last check saw.
-func poll(t *testing.T, what string, cond func(ctx context.Context) error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v (last check: %v)", what, err, last)
-	}
 }
 
 func newScheme(t *testing.T) *runtime.Scheme {
@@ -110,7 +97,7 @@ func TestWidgetOperator(t *testing.T) {
 	ctx := context.Background()
 	startOperator(t, srv, scheme, c)
 
-	poll(t, "the operator holds its leader election lease", func(ctx context.Context) error {
+	waitfor.NoError(t, 30*time.Second, "the operator holds its leader election lease", func(ctx context.Context) error {
 		l, err := cs.CoordinationV1().Leases(metav1.NamespaceDefault).Get(ctx, widgets.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -134,7 +121,7 @@ func TestWidgetOperator(t *testing.T) {
 	reconciled := func(replicas int32) *corev1.ConfigMap {
 		t.Helper()
 		var cm *corev1.ConfigMap
-		poll(t, fmt.Sprintf("the Widget reconciled to %d replicas", replicas), func(ctx context.Context) error {
+		waitfor.NoError(t, 30*time.Second, fmt.Sprintf("the Widget reconciled to %d replicas", replicas), func(ctx context.Context) error {
 			var got widgets.Widget
 			if err := c.Get(ctx, client.ObjectKeyFromObject(w), &got); err != nil {
 				return err
@@ -186,7 +173,7 @@ func TestWidgetOperator(t *testing.T) {
 	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, cmName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the deleted ConfigMap comes back", func(ctx context.Context) error {
+	waitfor.NoError(t, 30*time.Second, "the deleted ConfigMap comes back", func(ctx context.Context) error {
 		back, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, cmName, metav1.GetOptions{})
 		if err == nil && back.UID == cm.UID {
 			return errors.New("still the old ConfigMap")
@@ -194,28 +181,28 @@ func TestWidgetOperator(t *testing.T) {
 		return err
 	})
 
-	poll(t, "the operator's events are listed", func(ctx context.Context) error {
+	waitfor.NoError(t, 30*time.Second, "the operator's events are listed", func(ctx context.Context) error {
 		return hasEvent(ctx, cs.EventsV1().Events(ns), w.Name, "Reconciled", 2)
 	})
 
 	if err := c.Delete(ctx, &got); err != nil {
 		t.Fatalf("deleting the Widget: %v", err)
 	}
-	poll(t, "the finalizer is removed and the Widget goes", func(ctx context.Context) error {
+	waitfor.NoError(t, 30*time.Second, "the finalizer is removed and the Widget goes", func(ctx context.Context) error {
 		err := c.Get(ctx, client.ObjectKeyFromObject(w), &widgets.Widget{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("still there (get: %v)", err)
 	})
-	poll(t, "the garbage collector deletes the Widget's ConfigMap", func(ctx context.Context) error {
+	waitfor.NoError(t, 30*time.Second, "the garbage collector deletes the Widget's ConfigMap", func(ctx context.Context) error {
 		_, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, cmName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("still there (get: %v)", err)
 	})
-	poll(t, "the finalizing event is listed", func(ctx context.Context) error {
+	waitfor.NoError(t, 30*time.Second, "the finalizing event is listed", func(ctx context.Context) error {
 		return hasEvent(ctx, cs.EventsV1().Events(ns), w.Name, "Finalized", 1)
 	})
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
 )
 
-func TestMain(m *testing.M) { wasmtest.Main(m) }
+func TestMain(m *testing.M) { wasmtest.MainUnlessShort(m, "builds every Go example for wasip1") }
 
 var examples = []string{
 	"examples/plugins/go/token-authenticator",

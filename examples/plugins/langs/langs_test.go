@@ -8,8 +8,6 @@ package langs_test
 import (
 	"context"
 	"encoding/json"
-	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -19,13 +17,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		// Every example of every language is compiled with its toolchain: minutes.
-		fmt.Println("-short: skipped (builds every example with its language's toolchain)")
-		return
-	}
-	wasmtest.Main(m)
+	wasmtest.MainUnlessShort(m, "builds every example with its language's toolchain")
 }
 
 // language is one guest language: how to build one of its examples (wasmtest builds

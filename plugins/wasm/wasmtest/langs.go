@@ -73,8 +73,12 @@ func C(tb testing.TB, example string) []byte {
 
 // AssemblyScript compiles examples/plugins/assemblyscript/<example>/<example>.ts with the
 // asc that sdk/assemblyscript pins (npm ci there), as sdk/assemblyscript/README.md shows.
+// Under -short it skips the test: the build takes tens of seconds.
 func AssemblyScript(tb testing.TB, example string) []byte {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("slow: compiles the example with asc under node; runs without -short")
+	}
 	node := RequireTool(tb, "node")
 	root := ModuleRoot(tb)
 	Need(tb, exists(filepath.Join(root, toolchain.ASCompiler)), "assemblyscript (npm ci in sdk/assemblyscript)")
@@ -86,8 +90,12 @@ func AssemblyScript(tb testing.TB, example string) []byte {
 
 // Rust compiles the SDK crate and examples/plugins/rust/<example> with rustc alone (what
 // cargo build --release does with the example's Cargo.toml, without needing cargo).
+// Under -short it skips the test: the build takes tens of seconds.
 func Rust(tb testing.TB, example string) []byte {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("slow: compiles the Rust SDK crate and the example with rustc; runs without -short")
+	}
 	rustc, target, err := toolchain.Rust()
 	Need(tb, err == nil, "a rustc with the wasm32-wasi standard library (libstd-rust-dev-wasm32)")
 	root := ModuleRoot(tb)

@@ -6,6 +6,7 @@ package wasmtest
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -56,6 +57,17 @@ func Main(m *testing.M) {
 	code := m.Run()
 	RemoveTemp()
 	os.Exit(code)
+}
+
+// MainUnlessShort is Main, except that under -short it runs no test and prints why (a
+// package whose every test builds plugins with their toolchains: minutes).
+func MainUnlessShort(m *testing.M, why string) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Printf("-short: skipped (slow: %s; runs without -short)\n", why)
+		return
+	}
+	Main(m)
 }
 
 // RemoveTemp removes the shared temporary directory, for a TestMain that runs its tests

@@ -1,5 +1,5 @@
 // Command apiserver benchmarks a running wasmplane (or any Kubernetes API server) through
-// client-go and prints the figures issue 2 asks for: create throughput, create latency at a
+// client-go and prints the API server's headline figures: create throughput, create latency at a
 // fixed rate, watch fan-out delay, paged list time at scale, and server RSS.
 //
 //	go run ./tests/bench/apiserver                      # starts `wasmplane up` itself

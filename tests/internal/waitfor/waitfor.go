@@ -24,3 +24,19 @@ func Condition(tb testing.TB, timeout time.Duration, what string, cond func(ctx 
 		tb.Fatalf("waiting for %s: %v", what, err)
 	}
 }
+
+// NoError calls check at once and then every Interval until it returns nil, and fails tb
+// if it has not within timeout. A failing check is retried, not fatal (a read may race
+// the write it waits for); the last error goes into the failure, so it says what was
+// still wrong.
+func NoError(tb testing.TB, timeout time.Duration, what string, check func(ctx context.Context) error) {
+	tb.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), Interval, timeout, true, func(ctx context.Context) (bool, error) {
+		last = check(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		tb.Fatalf("waiting for %s: %v (last check: %v)", what, err, last)
+	}
+}
