@@ -153,4 +153,11 @@ func (p *pkgIndex) classifyAt(file string, line int) string {
 
 // byHandFeatures are the feature specs the search keeps but that need a node all the
 // same, found by reading them or by their failure on the real control plane (no node).
-var byHandFeatures = []struct{ part, reason string }{}
+var byHandFeatures = []struct{ part, reason string }{
+	// The eviction specs are made in a loop, their bodies a closure the search does not
+	// reach; each locates a ready pod first, for up to ten minutes.
+	{"DisruptionController evictions:", "locates a ready pod to evict (by hand)"},
+	{"StatefulSet MinReadySeconds should be honored", "waits for StatefulSet pods to be available (by hand)"},
+	{"StatefulSet AvailableReplicas should get updated", "waits for StatefulSet pods to be available (by hand)"},
+	{"Job should fail to exceed backoffLimit", "waits for the Job's pods to fail (by hand)"},
+}
