@@ -95,6 +95,49 @@ func Names(gr schema.GroupResource) sets.Set[corev1.ResourceName] {
 		out.Insert(PluginMemory)
 	case servicesGR:
 		out = out.Union(ServiceNames)
+	case pvcsGR:
+		out.Insert(corev1.ResourceRequestsStorage)
+	}
+	return out
+}
+
+// pvcsGR is the group resource of PersistentVolumeClaims.
+var pvcsGR = schema.GroupResource{Resource: "persistentvolumeclaims"}
+
+// storageClassSuffix ends the per-storage-class quota names:
+// <class>.storageclass.storage.k8s.io/persistentvolumeclaims and /requests.storage.
+const storageClassSuffix = ".storageclass.storage.k8s.io/"
+
+// ChargesPVCs reports whether PersistentVolumeClaims are charged for the quota resource
+// name beyond their count: requests.storage, and the count and storage of one storage
+// class, which are open-ended.
+func ChargesPVCs(name corev1.ResourceName) bool {
+	if name == corev1.ResourceRequestsStorage {
+		return true
+	}
+	class, res, ok := strings.Cut(string(name), storageClassSuffix)
+	return ok && class != "" && (res == string(corev1.ResourcePersistentVolumeClaims) || res == string(corev1.ResourceRequestsStorage))
+}
+
+// PVCUsage is what a PersistentVolumeClaim costs besides its count, as Kubernetes'
+// claim evaluator charges it: its storage (the larger of the request and what a resize
+// allocated) under requests.storage, and, with a storage class, the count and storage
+// again under that class's names.
+func PVCUsage(pvc *corev1.PersistentVolumeClaim) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	storage, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	if a, aok := pvc.Status.AllocatedResources[corev1.ResourceStorage]; aok && (!ok || a.Cmp(storage) > 0) {
+		storage, ok = a, true
+	}
+	if ok {
+		out[corev1.ResourceRequestsStorage] = storage.DeepCopy()
+	}
+	if pvc.Spec.StorageClassName != nil && *pvc.Spec.StorageClassName != "" {
+		class := *pvc.Spec.StorageClassName + storageClassSuffix
+		out[corev1.ResourceName(class+string(corev1.ResourcePersistentVolumeClaims))] = *resource.NewQuantity(1, resource.DecimalSI)
+		if ok {
+			out[corev1.ResourceName(class+string(corev1.ResourceRequestsStorage))] = storage.DeepCopy()
+		}
 	}
 	return out
 }
@@ -139,6 +182,24 @@ func UpdateUsage(gr schema.GroupResource, old, obj runtime.Object) corev1.Resour
 		}
 		before, out := ServiceUsage(os), corev1.ResourceList{}
 		for n, q := range ServiceUsage(ns) {
+			q.Sub(before[n])
+			if q.Sign() > 0 {
+				out[n] = q
+			}
+		}
+		return out
+	}
+	if op, ok := old.(*corev1.PersistentVolumeClaim); ok && gr == pvcsGR {
+		np, ok := obj.(*corev1.PersistentVolumeClaim)
+		if !ok {
+			return nil
+		}
+		// A resize charges the storage it adds.
+		before, out := PVCUsage(op), corev1.ResourceList{}
+		for n, q := range PVCUsage(np) {
+			if !strings.HasSuffix(string(n), string(corev1.ResourceRequestsStorage)) {
+				continue
+			}
 			q.Sub(before[n])
 			if q.Sign() > 0 {
 				out[n] = q
@@ -197,6 +258,9 @@ func Usage(gr schema.GroupResource, obj runtime.Object, now time.Time) corev1.Re
 	}
 	if svc, ok := obj.(*corev1.Service); ok && gr == servicesGR {
 		maps.Copy(out, ServiceUsage(svc))
+	}
+	if pvc, ok := obj.(*corev1.PersistentVolumeClaim); ok && gr == pvcsGR {
+		maps.Copy(out, PVCUsage(pvc))
 	}
 	if n, ok := classicNames[gr]; ok {
 		out[n] = *resource.NewQuantity(1, resource.DecimalSI)
@@ -345,7 +409,7 @@ func Matching(gr schema.GroupResource, hard corev1.ResourceList) []corev1.Resour
 	pods := gr == schema.GroupResource{Resource: "pods"}
 	var out []corev1.ResourceName
 	for n := range hard {
-		if names.Has(n) || pods && podRequestName(n) {
+		if names.Has(n) || pods && podRequestName(n) || gr == pvcsGR && ChargesPVCs(n) {
 			out = append(out, n)
 		}
 	}

@@ -164,3 +164,57 @@ func TestPluginMemory(t *testing.T) {
 		t.Errorf("configmap update charged %v", g)
 	}
 }
+
+func TestPVCUsage(t *testing.T) {
+	gold := "gold"
+	claim := func(class *string, request, allocated string) *corev1.PersistentVolumeClaim {
+		p := &corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: class}}
+		if request != "" {
+			p.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(request)}
+		}
+		if allocated != "" {
+			p.Status.AllocatedResources = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(allocated)}
+		}
+		return p
+	}
+	tests := []struct {
+		name string
+		pvc  *corev1.PersistentVolumeClaim
+		want map[corev1.ResourceName]string
+	}{
+		{"no class", claim(nil, "1Gi", ""), map[corev1.ResourceName]string{"requests.storage": "1Gi"}},
+		{"empty class", claim(ptr.To(""), "1Gi", ""), map[corev1.ResourceName]string{"requests.storage": "1Gi"}},
+		{"gold", claim(&gold, "1Gi", ""), map[corev1.ResourceName]string{"requests.storage": "1Gi",
+			"gold.storageclass.storage.k8s.io/persistentvolumeclaims": "1", "gold.storageclass.storage.k8s.io/requests.storage": "1Gi"}},
+		{"allocated larger", claim(nil, "1Gi", "2Gi"), map[corev1.ResourceName]string{"requests.storage": "2Gi"}},
+		{"allocated smaller", claim(nil, "2Gi", "1Gi"), map[corev1.ResourceName]string{"requests.storage": "2Gi"}},
+		{"no request", claim(&gold, "", ""), map[corev1.ResourceName]string{"gold.storageclass.storage.k8s.io/persistentvolumeclaims": "1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := PVCUsage(tt.pvc)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+			for n, q := range tt.want {
+				if g, ok := got[n]; !ok || g.Cmp(resource.MustParse(q)) != 0 {
+					t.Errorf("%s = %v, want %s", n, got[n], q)
+				}
+				if !ChargesPVCs(n) {
+					t.Errorf("ChargesPVCs(%s) = false", n)
+				}
+			}
+		})
+	}
+	for _, n := range []corev1.ResourceName{"persistentvolumeclaims", "storageclass.storage.k8s.io/requests.storage", "gold.storageclass.storage.k8s.io/pods", "requests.cpu"} {
+		if ChargesPVCs(n) {
+			t.Errorf("ChargesPVCs(%s) = true", n)
+		}
+	}
+	// A resize charges only the storage it adds; a claim's count is not charged again.
+	grow := UpdateUsage(pvcsGR, claim(&gold, "1Gi", ""), claim(&gold, "3Gi", ""))
+	two := resource.MustParse("2Gi")
+	if a, b := grow["requests.storage"], grow["gold.storageclass.storage.k8s.io/requests.storage"]; len(grow) != 2 || a.Cmp(two) != 0 || b.Cmp(two) != 0 {
+		t.Errorf("resize usage = %v", grow)
+	}
+}

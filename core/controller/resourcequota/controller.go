@@ -224,6 +224,9 @@ type usageCache struct {
 	memory *resource.Quantity
 	// services is what the namespace's Services cost in quota.ServiceNames, once read.
 	services corev1.ResourceList
+	// pvcs is what the namespace's PersistentVolumeClaims cost beyond their count
+	// (quota.PVCUsage), once read.
+	pvcs corev1.ResourceList
 }
 
 func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1.ResourceList, error) {
@@ -233,6 +236,20 @@ func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1
 	for name := range q.Spec.Hard {
 		if quota.ChargesPods(name) {
 			needPods = true
+			continue
+		}
+		if quota.ChargesPVCs(name) {
+			total := resource.MustParse("0")
+			if q.Spec.ScopeSelector == nil && len(q.Spec.Scopes) == 0 {
+				usage, err := u.pvcUsage(ctx)
+				if err != nil {
+					return nil, err
+				}
+				if v, ok := usage[name]; ok {
+					total = v
+				}
+			}
+			used[name] = total
 			continue
 		}
 		if quota.ServiceNames.Has(name) {
@@ -358,6 +375,28 @@ func (u *usageCache) serviceUsage(ctx context.Context) (corev1.ResourceList, err
 	// Deleted Services give their node ports and load balancers back at once.
 	u.c.watch(servicesGVR)
 	u.services = total
+	return total, nil
+}
+
+// pvcsGVR is the served version of PersistentVolumeClaims.
+var pvcsGVR = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+
+// pvcUsage sums what the namespace's PersistentVolumeClaims cost beyond their count.
+func (u *usageCache) pvcUsage(ctx context.Context) (corev1.ResourceList, error) {
+	if u.pvcs != nil {
+		return u.pvcs, nil
+	}
+	list, err := u.c.client.CoreV1().PersistentVolumeClaims(u.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing persistent volume claims of %s: %w", u.ns, err)
+	}
+	total := corev1.ResourceList{}
+	for i := range list.Items {
+		total = quota.Add(total, quota.PVCUsage(&list.Items[i]))
+	}
+	// Deleted or resized claims change the usage at once.
+	u.c.watch(pvcsGVR)
+	u.pvcs = total
 	return total, nil
 }
 

@@ -160,4 +160,7 @@ var byHandFeatures = []struct{ part, reason string }{
 	{"StatefulSet MinReadySeconds should be honored", "waits for StatefulSet pods to be available (by hand)"},
 	{"StatefulSet AvailableReplicas should get updated", "waits for StatefulSet pods to be available (by hand)"},
 	{"Job should fail to exceed backoffLimit", "waits for the Job's pods to fail (by hand)"},
+	// Found by the runs: each waited out its timeout on both sides.
+	{"DisruptionController should observe that the PodDisruptionBudget status is not updated for unmanaged pods", "waits for pods to be ready (found by the run on both sides)"},
+	{"Kubectl events should show event when pod is created", "waits for the pod to run (found by the run on both sides)"},
 }
