@@ -165,6 +165,21 @@ func ServiceUsage(svc *corev1.Service) corev1.ResourceList {
 	return out
 }
 
+// growth is what after costs more than before, over the names charged keeps.
+func growth(before, after corev1.ResourceList, charged func(corev1.ResourceName) bool) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for n, q := range after {
+		if !charged(n) {
+			continue
+		}
+		q.Sub(before[n])
+		if q.Sign() > 0 {
+			out[n] = q
+		}
+	}
+	return out
+}
+
 // PluginMemoryOf is what a WasmPlugin costs in PluginMemory.
 func PluginMemoryOf(p *wasmv1.WasmPlugin) resource.Quantity {
 	return *resource.NewQuantity(wasmv1.MemoryBytes(p.Spec.Limits), resource.BinarySI)
@@ -180,32 +195,17 @@ func UpdateUsage(gr schema.GroupResource, old, obj runtime.Object) corev1.Resour
 		if !ok {
 			return nil
 		}
-		before, out := ServiceUsage(os), corev1.ResourceList{}
-		for n, q := range ServiceUsage(ns) {
-			q.Sub(before[n])
-			if q.Sign() > 0 {
-				out[n] = q
-			}
-		}
-		return out
+		return growth(ServiceUsage(os), ServiceUsage(ns), func(corev1.ResourceName) bool { return true })
 	}
 	if op, ok := old.(*corev1.PersistentVolumeClaim); ok && gr == pvcsGR {
 		np, ok := obj.(*corev1.PersistentVolumeClaim)
 		if !ok {
 			return nil
 		}
-		// A resize charges the storage it adds.
-		before, out := PVCUsage(op), corev1.ResourceList{}
-		for n, q := range PVCUsage(np) {
-			if !strings.HasSuffix(string(n), string(corev1.ResourceRequestsStorage)) {
-				continue
-			}
-			q.Sub(before[n])
-			if q.Sign() > 0 {
-				out[n] = q
-			}
-		}
-		return out
+		// A resize charges the storage it adds, not the claim again.
+		return growth(PVCUsage(op), PVCUsage(np), func(n corev1.ResourceName) bool {
+			return strings.HasSuffix(string(n), string(corev1.ResourceRequestsStorage))
+		})
 	}
 	op, ok1 := old.(*wasmv1.WasmPlugin)
 	np, ok2 := obj.(*wasmv1.WasmPlugin)

@@ -238,24 +238,10 @@ func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1
 			needPods = true
 			continue
 		}
-		if quota.ChargesPVCs(name) {
+		if sum := u.summed(name); sum != nil {
 			total := resource.MustParse("0")
 			if q.Spec.ScopeSelector == nil && len(q.Spec.Scopes) == 0 {
-				usage, err := u.pvcUsage(ctx)
-				if err != nil {
-					return nil, err
-				}
-				if v, ok := usage[name]; ok {
-					total = v
-				}
-			}
-			used[name] = total
-			continue
-		}
-		if quota.ServiceNames.Has(name) {
-			total := resource.MustParse("0")
-			if q.Spec.ScopeSelector == nil && len(q.Spec.Scopes) == 0 {
-				usage, err := u.serviceUsage(ctx)
+				usage, err := sum(ctx)
 				if err != nil {
 					return nil, err
 				}
@@ -361,21 +347,14 @@ var servicesGVR = corev1.SchemeGroupVersion.WithResource("services")
 // serviceUsage sums what the namespace's Services cost in quota.ServiceNames. Their
 // type and ports are in the spec, so they are read whole rather than by metadata.
 func (u *usageCache) serviceUsage(ctx context.Context) (corev1.ResourceList, error) {
-	if u.services != nil {
-		return u.services, nil
-	}
-	list, err := u.c.client.CoreV1().Services(u.ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing services of %s: %w", u.ns, err)
-	}
-	total := corev1.ResourceList{}
-	for i := range list.Items {
-		total = quota.Add(total, quota.ServiceUsage(&list.Items[i]))
-	}
 	// Deleted Services give their node ports and load balancers back at once.
-	u.c.watch(servicesGVR)
-	u.services = total
-	return total, nil
+	return sumOnce(ctx, u, &u.services, servicesGVR, func(ctx context.Context) ([]corev1.Service, error) {
+		list, err := u.c.client.CoreV1().Services(u.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing services of %s: %w", u.ns, err)
+		}
+		return list.Items, nil
+	}, quota.ServiceUsage)
 }
 
 // pvcsGVR is the served version of PersistentVolumeClaims.
@@ -383,20 +362,45 @@ var pvcsGVR = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
 
 // pvcUsage sums what the namespace's PersistentVolumeClaims cost beyond their count.
 func (u *usageCache) pvcUsage(ctx context.Context) (corev1.ResourceList, error) {
-	if u.pvcs != nil {
-		return u.pvcs, nil
+	// Deleted or resized claims change the usage at once.
+	return sumOnce(ctx, u, &u.pvcs, pvcsGVR, func(ctx context.Context) ([]corev1.PersistentVolumeClaim, error) {
+		list, err := u.c.client.CoreV1().PersistentVolumeClaims(u.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing persistent volume claims of %s: %w", u.ns, err)
+		}
+		return list.Items, nil
+	}, quota.PVCUsage)
+}
+
+// summed returns how the usage of a quota name summed over one kind of object is read,
+// or nil for the other names.
+func (u *usageCache) summed(name corev1.ResourceName) func(context.Context) (corev1.ResourceList, error) {
+	switch {
+	case quota.ChargesPVCs(name):
+		return u.pvcUsage
+	case quota.ServiceNames.Has(name):
+		return u.serviceUsage
 	}
-	list, err := u.c.client.CoreV1().PersistentVolumeClaims(u.ns).List(ctx, metav1.ListOptions{})
+	return nil
+}
+
+// sumOnce sums cost over the objects list reads into *cached, once per sync, and
+// watches gvr so that a change to one of them requeues the quotas.
+func sumOnce[T any](ctx context.Context, u *usageCache, cached *corev1.ResourceList, gvr schema.GroupVersionResource,
+	list func(context.Context) ([]T, error), cost func(*T) corev1.ResourceList) (corev1.ResourceList, error) {
+	if *cached != nil {
+		return *cached, nil
+	}
+	items, err := list(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing persistent volume claims of %s: %w", u.ns, err)
+		return nil, err
 	}
 	total := corev1.ResourceList{}
-	for i := range list.Items {
-		total = quota.Add(total, quota.PVCUsage(&list.Items[i]))
+	for i := range items {
+		total = quota.Add(total, cost(&items[i]))
 	}
-	// Deleted or resized claims change the usage at once.
-	u.c.watch(pvcsGVR)
-	u.pvcs = total
+	u.c.watch(gvr)
+	*cached = total
 	return total, nil
 }
 
