@@ -12,6 +12,7 @@ import (
 
 	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -97,6 +98,54 @@ func Names(gr schema.GroupResource) sets.Set[corev1.ResourceName] {
 		out = out.Union(ServiceNames)
 	case pvcsGR:
 		out.Insert(corev1.ResourceRequestsStorage)
+	}
+	return out
+}
+
+// claimsGR is the group resource of DRA ResourceClaims.
+var claimsGR = schema.GroupResource{Group: resourcev1.GroupName, Resource: "resourceclaims"}
+
+// ChargesClaims reports whether ResourceClaims are charged for the quota resource name
+// beyond their count: <device class>.deviceclass.resource.k8s.io/devices, open-ended.
+func ChargesClaims(name corev1.ResourceName) bool {
+	class, ok := strings.CutSuffix(string(name), corev1.ResourceClaimsPerClass)
+	return ok && class != ""
+}
+
+// ClaimUsage is what a ResourceClaim costs besides its count, as Kubernetes' claim
+// evaluator charges it: per device class, the devices its requests may be allocated —
+// the count asked for, the worst case for "All", and for a list of alternatives the most
+// any one of them could take of each class.
+func ClaimUsage(claim *resourcev1.ResourceClaim) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	devices := func(mode resourcev1.DeviceAllocationMode, count int64) int64 {
+		switch mode {
+		case resourcev1.DeviceAllocationModeExactCount, "":
+			return max(count, 1) // the API defaults the count to 1
+		case resourcev1.DeviceAllocationModeAll:
+			return resourcev1.AllocationResultsMaxSize
+		}
+		return 0 // an unknown mode is not charged
+	}
+	add := func(class string, n int64) {
+		name := corev1.ResourceName(class + corev1.ResourceClaimsPerClass)
+		q := out[name]
+		q.Add(*resource.NewQuantity(n, resource.DecimalSI))
+		out[name] = q
+	}
+	for _, r := range claim.Spec.Devices.Requests {
+		switch {
+		case len(r.FirstAvailable) > 0:
+			most := map[string]int64{}
+			for _, sub := range r.FirstAvailable {
+				most[sub.DeviceClassName] = max(most[sub.DeviceClassName], devices(sub.AllocationMode, sub.Count))
+			}
+			for class, n := range most {
+				add(class, n)
+			}
+		case r.Exactly != nil:
+			add(r.Exactly.DeviceClassName, devices(r.Exactly.AllocationMode, r.Exactly.Count))
+		}
 	}
 	return out
 }
@@ -262,6 +311,9 @@ func Usage(gr schema.GroupResource, obj runtime.Object, now time.Time) corev1.Re
 	if pvc, ok := obj.(*corev1.PersistentVolumeClaim); ok && gr == pvcsGR {
 		maps.Copy(out, PVCUsage(pvc))
 	}
+	if claim, ok := obj.(*resourcev1.ResourceClaim); ok && gr == claimsGR {
+		maps.Copy(out, ClaimUsage(claim))
+	}
 	if n, ok := classicNames[gr]; ok {
 		out[n] = *resource.NewQuantity(1, resource.DecimalSI)
 	}
@@ -409,7 +461,7 @@ func Matching(gr schema.GroupResource, hard corev1.ResourceList) []corev1.Resour
 	pods := gr == schema.GroupResource{Resource: "pods"}
 	var out []corev1.ResourceName
 	for n := range hard {
-		if names.Has(n) || pods && podRequestName(n) || gr == pvcsGR && ChargesPVCs(n) {
+		if names.Has(n) || pods && podRequestName(n) || gr == pvcsGR && ChargesPVCs(n) || gr == claimsGR && ChargesClaims(n) {
 			out = append(out, n)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -216,5 +217,48 @@ func TestPVCUsage(t *testing.T) {
 	two := resource.MustParse("2Gi")
 	if a, b := grow["requests.storage"], grow["gold.storageclass.storage.k8s.io/requests.storage"]; len(grow) != 2 || a.Cmp(two) != 0 || b.Cmp(two) != 0 {
 		t.Errorf("resize usage = %v", grow)
+	}
+}
+
+func TestClaimUsage(t *testing.T) {
+	exactly := func(class string, mode resourcev1.DeviceAllocationMode, n int64) resourcev1.DeviceRequest {
+		return resourcev1.DeviceRequest{Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class, AllocationMode: mode, Count: n}}
+	}
+	tests := []struct {
+		name     string
+		requests []resourcev1.DeviceRequest
+		want     map[string]int64 // device class -> devices
+	}{
+		{"one device, defaulted", []resourcev1.DeviceRequest{exactly("gold", "", 0)}, map[string]int64{"gold": 1}},
+		{"exact count", []resourcev1.DeviceRequest{exactly("gold", resourcev1.DeviceAllocationModeExactCount, 3)}, map[string]int64{"gold": 3}},
+		{"all is the worst case", []resourcev1.DeviceRequest{exactly("gold", resourcev1.DeviceAllocationModeAll, 0)}, map[string]int64{"gold": resourcev1.AllocationResultsMaxSize}},
+		{"two requests add up", []resourcev1.DeviceRequest{exactly("gold", "", 2), exactly("gold", "", 1), exactly("silver", "", 1)}, map[string]int64{"gold": 3, "silver": 1}},
+		{"alternatives: the most of each class", []resourcev1.DeviceRequest{{Name: "r", FirstAvailable: []resourcev1.DeviceSubRequest{
+			{Name: "a", DeviceClassName: "gold", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 2},
+			{Name: "b", DeviceClassName: "gold", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1},
+			{Name: "c", DeviceClassName: "silver", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 4}}}},
+			map[string]int64{"gold": 2, "silver": 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ClaimUsage(&resourcev1.ResourceClaim{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: tt.requests}}})
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+			for class, n := range tt.want {
+				name := corev1.ResourceName(class + corev1.ResourceClaimsPerClass)
+				if q := got[name]; q.Value() != n || !ChargesClaims(name) {
+					t.Errorf("%s = %v (charged: %v), want %d", name, got[name], ChargesClaims(name), n)
+				}
+			}
+		})
+	}
+	if ChargesClaims(corev1.ResourceName(corev1.ResourceClaimsPerClass)) || ChargesClaims("requests.storage") {
+		t.Error("ChargesClaims accepts a name without a device class")
+	}
+	// The admission path: a claim costs its count and its devices.
+	u := Usage(claimsGR, &resourcev1.ResourceClaim{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exactly("gold", "", 0)}}}}, time.Now())
+	if c, d := u["count/resourceclaims.resource.k8s.io"], u["gold.deviceclass.resource.k8s.io/devices"]; c.Value() != 1 || d.Value() != 1 {
+		t.Errorf("usage = %v", u)
 	}
 }

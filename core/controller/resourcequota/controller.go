@@ -17,6 +17,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/internal/worker"
 	"github.com/wasmplane/wasmplane/core/quota"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -227,6 +228,8 @@ type usageCache struct {
 	// pvcs is what the namespace's PersistentVolumeClaims cost beyond their count
 	// (quota.PVCUsage), once read.
 	pvcs corev1.ResourceList
+	// claims is what the namespace's ResourceClaims cost beyond their count, once read.
+	claims corev1.ResourceList
 }
 
 func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1.ResourceList, error) {
@@ -372,12 +375,28 @@ func (u *usageCache) pvcUsage(ctx context.Context) (corev1.ResourceList, error) 
 	}, quota.PVCUsage)
 }
 
+// claimsGVR is the served version of DRA ResourceClaims.
+var claimsGVR = resourcev1.SchemeGroupVersion.WithResource("resourceclaims")
+
+// claimUsage sums what the namespace's ResourceClaims cost beyond their count.
+func (u *usageCache) claimUsage(ctx context.Context) (corev1.ResourceList, error) {
+	return sumOnce(ctx, u, &u.claims, claimsGVR, func(ctx context.Context) ([]resourcev1.ResourceClaim, error) {
+		list, err := u.c.client.ResourceV1().ResourceClaims(u.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing resource claims of %s: %w", u.ns, err)
+		}
+		return list.Items, nil
+	}, quota.ClaimUsage)
+}
+
 // summed returns how the usage of a quota name summed over one kind of object is read,
 // or nil for the other names.
 func (u *usageCache) summed(name corev1.ResourceName) func(context.Context) (corev1.ResourceList, error) {
 	switch {
 	case quota.ChargesPVCs(name):
 		return u.pvcUsage
+	case quota.ChargesClaims(name):
+		return u.claimUsage
 	case quota.ServiceNames.Has(name):
 		return u.serviceUsage
 	}
