@@ -44,6 +44,9 @@ func builtins(s *Server, cfg Config) []endpoints.Definition {
 		bc.TokenRequest = &c
 	}
 	all := append(resources.Builtins(bc), apiextensions.Definitions()...)
+	if cfg.ComponentProbe != nil {
+		all = append(all, resources.ComponentStatuses(cfg.ComponentProbe)...)
+	}
 	if s.resourceMetrics != nil {
 		all = append(all, resources.Metrics(s.resourceMetrics.store, s.Store)...)
 	}

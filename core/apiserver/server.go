@@ -115,6 +115,8 @@ type Config struct {
 	NodePortRange servicealloc.PortRange
 	// NodePorts keeps the node port bitmap (etcd); nil = in memory, for tests only.
 	NodePorts servicealloc.RangeStore
+	// ComponentProbe, when set, serves core/v1 componentstatuses from its reports.
+	ComponentProbe resources.ComponentProbe
 	// MetricsResolution is how often the resource metrics served as metrics.k8s.io are
 	// scraped from kubelets (metrics-server's --metric-resolution; 0 = 15 s); negative =
 	// metrics.k8s.io is not served.

@@ -12,6 +12,7 @@ import (
 
 	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -95,6 +96,97 @@ func Names(gr schema.GroupResource) sets.Set[corev1.ResourceName] {
 		out.Insert(PluginMemory)
 	case servicesGR:
 		out = out.Union(ServiceNames)
+	case pvcsGR:
+		out.Insert(corev1.ResourceRequestsStorage)
+	}
+	return out
+}
+
+// claimsGR is the group resource of DRA ResourceClaims.
+var claimsGR = schema.GroupResource{Group: resourcev1.GroupName, Resource: "resourceclaims"}
+
+// ChargesClaims reports whether ResourceClaims are charged for the quota resource name
+// beyond their count: <device class>.deviceclass.resource.k8s.io/devices, open-ended.
+func ChargesClaims(name corev1.ResourceName) bool {
+	class, ok := strings.CutSuffix(string(name), corev1.ResourceClaimsPerClass)
+	return ok && class != ""
+}
+
+// ClaimUsage is what a ResourceClaim costs besides its count, as Kubernetes' claim
+// evaluator charges it: per device class, the devices its requests may be allocated —
+// the count asked for, the worst case for "All", and for a list of alternatives the most
+// any one of them could take of each class.
+func ClaimUsage(claim *resourcev1.ResourceClaim) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	devices := func(mode resourcev1.DeviceAllocationMode, count int64) int64 {
+		switch mode {
+		case resourcev1.DeviceAllocationModeExactCount, "":
+			return max(count, 1) // the API defaults the count to 1
+		case resourcev1.DeviceAllocationModeAll:
+			return resourcev1.AllocationResultsMaxSize
+		}
+		return 0 // an unknown mode is not charged
+	}
+	add := func(class string, n int64) {
+		name := corev1.ResourceName(class + corev1.ResourceClaimsPerClass)
+		q := out[name]
+		q.Add(*resource.NewQuantity(n, resource.DecimalSI))
+		out[name] = q
+	}
+	for _, r := range claim.Spec.Devices.Requests {
+		switch {
+		case len(r.FirstAvailable) > 0:
+			most := map[string]int64{}
+			for _, sub := range r.FirstAvailable {
+				most[sub.DeviceClassName] = max(most[sub.DeviceClassName], devices(sub.AllocationMode, sub.Count))
+			}
+			for class, n := range most {
+				add(class, n)
+			}
+		case r.Exactly != nil:
+			add(r.Exactly.DeviceClassName, devices(r.Exactly.AllocationMode, r.Exactly.Count))
+		}
+	}
+	return out
+}
+
+// pvcsGR is the group resource of PersistentVolumeClaims.
+var pvcsGR = schema.GroupResource{Resource: "persistentvolumeclaims"}
+
+// storageClassSuffix ends the per-storage-class quota names:
+// <class>.storageclass.storage.k8s.io/persistentvolumeclaims and /requests.storage.
+const storageClassSuffix = ".storageclass.storage.k8s.io/"
+
+// ChargesPVCs reports whether PersistentVolumeClaims are charged for the quota resource
+// name beyond their count: requests.storage, and the count and storage of one storage
+// class, which are open-ended.
+func ChargesPVCs(name corev1.ResourceName) bool {
+	if name == corev1.ResourceRequestsStorage {
+		return true
+	}
+	class, res, ok := strings.Cut(string(name), storageClassSuffix)
+	return ok && class != "" && (res == string(corev1.ResourcePersistentVolumeClaims) || res == string(corev1.ResourceRequestsStorage))
+}
+
+// PVCUsage is what a PersistentVolumeClaim costs besides its count, as Kubernetes'
+// claim evaluator charges it: its storage (the larger of the request and what a resize
+// allocated) under requests.storage, and, with a storage class, the count and storage
+// again under that class's names.
+func PVCUsage(pvc *corev1.PersistentVolumeClaim) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	storage, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	if a, aok := pvc.Status.AllocatedResources[corev1.ResourceStorage]; aok && (!ok || a.Cmp(storage) > 0) {
+		storage, ok = a, true
+	}
+	if ok {
+		out[corev1.ResourceRequestsStorage] = storage.DeepCopy()
+	}
+	if pvc.Spec.StorageClassName != nil && *pvc.Spec.StorageClassName != "" {
+		class := *pvc.Spec.StorageClassName + storageClassSuffix
+		out[corev1.ResourceName(class+string(corev1.ResourcePersistentVolumeClaims))] = *resource.NewQuantity(1, resource.DecimalSI)
+		if ok {
+			out[corev1.ResourceName(class+string(corev1.ResourceRequestsStorage))] = storage.DeepCopy()
+		}
 	}
 	return out
 }
@@ -122,6 +214,21 @@ func ServiceUsage(svc *corev1.Service) corev1.ResourceList {
 	return out
 }
 
+// growth is what after costs more than before, over the names charged keeps.
+func growth(before, after corev1.ResourceList, charged func(corev1.ResourceName) bool) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for n, q := range after {
+		if !charged(n) {
+			continue
+		}
+		q.Sub(before[n])
+		if q.Sign() > 0 {
+			out[n] = q
+		}
+	}
+	return out
+}
+
 // PluginMemoryOf is what a WasmPlugin costs in PluginMemory.
 func PluginMemoryOf(p *wasmv1.WasmPlugin) resource.Quantity {
 	return *resource.NewQuantity(wasmv1.MemoryBytes(p.Spec.Limits), resource.BinarySI)
@@ -137,14 +244,17 @@ func UpdateUsage(gr schema.GroupResource, old, obj runtime.Object) corev1.Resour
 		if !ok {
 			return nil
 		}
-		before, out := ServiceUsage(os), corev1.ResourceList{}
-		for n, q := range ServiceUsage(ns) {
-			q.Sub(before[n])
-			if q.Sign() > 0 {
-				out[n] = q
-			}
+		return growth(ServiceUsage(os), ServiceUsage(ns), func(corev1.ResourceName) bool { return true })
+	}
+	if op, ok := old.(*corev1.PersistentVolumeClaim); ok && gr == pvcsGR {
+		np, ok := obj.(*corev1.PersistentVolumeClaim)
+		if !ok {
+			return nil
 		}
-		return out
+		// A resize charges the storage it adds, not the claim again.
+		return growth(PVCUsage(op), PVCUsage(np), func(n corev1.ResourceName) bool {
+			return strings.HasSuffix(string(n), string(corev1.ResourceRequestsStorage))
+		})
 	}
 	op, ok1 := old.(*wasmv1.WasmPlugin)
 	np, ok2 := obj.(*wasmv1.WasmPlugin)
@@ -197,6 +307,12 @@ func Usage(gr schema.GroupResource, obj runtime.Object, now time.Time) corev1.Re
 	}
 	if svc, ok := obj.(*corev1.Service); ok && gr == servicesGR {
 		maps.Copy(out, ServiceUsage(svc))
+	}
+	if pvc, ok := obj.(*corev1.PersistentVolumeClaim); ok && gr == pvcsGR {
+		maps.Copy(out, PVCUsage(pvc))
+	}
+	if claim, ok := obj.(*resourcev1.ResourceClaim); ok && gr == claimsGR {
+		maps.Copy(out, ClaimUsage(claim))
 	}
 	if n, ok := classicNames[gr]; ok {
 		out[n] = *resource.NewQuantity(1, resource.DecimalSI)
@@ -345,7 +461,7 @@ func Matching(gr schema.GroupResource, hard corev1.ResourceList) []corev1.Resour
 	pods := gr == schema.GroupResource{Resource: "pods"}
 	var out []corev1.ResourceName
 	for n := range hard {
-		if names.Has(n) || pods && podRequestName(n) {
+		if names.Has(n) || pods && podRequestName(n) || gr == pvcsGR && ChargesPVCs(n) || gr == claimsGR && ChargesClaims(n) {
 			out = append(out, n)
 		}
 	}

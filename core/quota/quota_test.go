@@ -6,6 +6,7 @@ import (
 
 	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -162,5 +163,102 @@ func TestPluginMemory(t *testing.T) {
 	}
 	if g := UpdateUsage(schema.GroupResource{Resource: "configmaps"}, nil, nil); g != nil {
 		t.Errorf("configmap update charged %v", g)
+	}
+}
+
+func TestPVCUsage(t *testing.T) {
+	gold := "gold"
+	claim := func(class *string, request, allocated string) *corev1.PersistentVolumeClaim {
+		p := &corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: class}}
+		if request != "" {
+			p.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(request)}
+		}
+		if allocated != "" {
+			p.Status.AllocatedResources = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(allocated)}
+		}
+		return p
+	}
+	tests := []struct {
+		name string
+		pvc  *corev1.PersistentVolumeClaim
+		want map[corev1.ResourceName]string
+	}{
+		{"no class", claim(nil, "1Gi", ""), map[corev1.ResourceName]string{"requests.storage": "1Gi"}},
+		{"empty class", claim(ptr.To(""), "1Gi", ""), map[corev1.ResourceName]string{"requests.storage": "1Gi"}},
+		{"gold", claim(&gold, "1Gi", ""), map[corev1.ResourceName]string{"requests.storage": "1Gi",
+			"gold.storageclass.storage.k8s.io/persistentvolumeclaims": "1", "gold.storageclass.storage.k8s.io/requests.storage": "1Gi"}},
+		{"allocated larger", claim(nil, "1Gi", "2Gi"), map[corev1.ResourceName]string{"requests.storage": "2Gi"}},
+		{"allocated smaller", claim(nil, "2Gi", "1Gi"), map[corev1.ResourceName]string{"requests.storage": "2Gi"}},
+		{"no request", claim(&gold, "", ""), map[corev1.ResourceName]string{"gold.storageclass.storage.k8s.io/persistentvolumeclaims": "1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := PVCUsage(tt.pvc)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+			for n, q := range tt.want {
+				if g, ok := got[n]; !ok || g.Cmp(resource.MustParse(q)) != 0 {
+					t.Errorf("%s = %v, want %s", n, got[n], q)
+				}
+				if !ChargesPVCs(n) {
+					t.Errorf("ChargesPVCs(%s) = false", n)
+				}
+			}
+		})
+	}
+	for _, n := range []corev1.ResourceName{"persistentvolumeclaims", "storageclass.storage.k8s.io/requests.storage", "gold.storageclass.storage.k8s.io/pods", "requests.cpu"} {
+		if ChargesPVCs(n) {
+			t.Errorf("ChargesPVCs(%s) = true", n)
+		}
+	}
+	// A resize charges only the storage it adds; a claim's count is not charged again.
+	grow := UpdateUsage(pvcsGR, claim(&gold, "1Gi", ""), claim(&gold, "3Gi", ""))
+	two := resource.MustParse("2Gi")
+	if a, b := grow["requests.storage"], grow["gold.storageclass.storage.k8s.io/requests.storage"]; len(grow) != 2 || a.Cmp(two) != 0 || b.Cmp(two) != 0 {
+		t.Errorf("resize usage = %v", grow)
+	}
+}
+
+func TestClaimUsage(t *testing.T) {
+	exactly := func(class string, mode resourcev1.DeviceAllocationMode, n int64) resourcev1.DeviceRequest {
+		return resourcev1.DeviceRequest{Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class, AllocationMode: mode, Count: n}}
+	}
+	tests := []struct {
+		name     string
+		requests []resourcev1.DeviceRequest
+		want     map[string]int64 // device class -> devices
+	}{
+		{"one device, defaulted", []resourcev1.DeviceRequest{exactly("gold", "", 0)}, map[string]int64{"gold": 1}},
+		{"exact count", []resourcev1.DeviceRequest{exactly("gold", resourcev1.DeviceAllocationModeExactCount, 3)}, map[string]int64{"gold": 3}},
+		{"all is the worst case", []resourcev1.DeviceRequest{exactly("gold", resourcev1.DeviceAllocationModeAll, 0)}, map[string]int64{"gold": resourcev1.AllocationResultsMaxSize}},
+		{"two requests add up", []resourcev1.DeviceRequest{exactly("gold", "", 2), exactly("gold", "", 1), exactly("silver", "", 1)}, map[string]int64{"gold": 3, "silver": 1}},
+		{"alternatives: the most of each class", []resourcev1.DeviceRequest{{Name: "r", FirstAvailable: []resourcev1.DeviceSubRequest{
+			{Name: "a", DeviceClassName: "gold", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 2},
+			{Name: "b", DeviceClassName: "gold", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1},
+			{Name: "c", DeviceClassName: "silver", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 4}}}},
+			map[string]int64{"gold": 2, "silver": 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ClaimUsage(&resourcev1.ResourceClaim{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: tt.requests}}})
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+			for class, n := range tt.want {
+				name := corev1.ResourceName(class + corev1.ResourceClaimsPerClass)
+				if q := got[name]; q.Value() != n || !ChargesClaims(name) {
+					t.Errorf("%s = %v (charged: %v), want %d", name, got[name], ChargesClaims(name), n)
+				}
+			}
+		})
+	}
+	if ChargesClaims(corev1.ResourceName(corev1.ResourceClaimsPerClass)) || ChargesClaims("requests.storage") {
+		t.Error("ChargesClaims accepts a name without a device class")
+	}
+	// The admission path: a claim costs its count and its devices.
+	u := Usage(claimsGR, &resourcev1.ResourceClaim{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exactly("gold", "", 0)}}}}, time.Now())
+	if c, d := u["count/resourceclaims.resource.k8s.io"], u["gold.deviceclass.resource.k8s.io/devices"]; c.Value() != 1 || d.Value() != 1 {
+		t.Errorf("usage = %v", u)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/storage/etcdserver"
 	"github.com/wasmplane/wasmplane/plugins/wasm"
 	"github.com/wasmplane/wasmplane/plugins/wasm/manager"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -213,6 +214,7 @@ func (p *plane) startAPIServer(ctx context.Context) error {
 		Authenticator:       chain,
 		MaxRequestsInFlight: cfg.MaxRequestsInFlight, MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
 		MetricsResolution: cfg.MetricsResolution,
+		ComponentProbe:    componentProbe(client, cfg.DisableScheduler, cfg.DisableControllers),
 		TokenReviewer:     tokenReviewer(chain),
 		TokenRequest:      &resources.TokenRequestConfig{Issuer: sec.signer, APIAudiences: sec.audiences},
 		AdmissionSources:  []admission.Source{p.policies, p.webhooks, p.plugins}, InitializerWaiting: p.plugins.Waiting, PluginCeilings: cfg.PluginCeilings,
@@ -262,6 +264,36 @@ func (p *plane) startAPIServer(ctx context.Context) error {
 		}
 	})
 	return nil
+}
+
+// componentProbe reports the components as kube-apiserver's componentstatuses do: etcd
+// by a read with a short deadline, the scheduler and the controllers as healthy when this
+// process runs them (they stop with it), and as not probed when they run elsewhere
+// (`wasmplane scheduler`, `wasmplane controller-manager`, kube-controller-manager), where
+// kube-apiserver would probe fixed localhost ports.
+func componentProbe(client *clientv3.Client, noScheduler, noControllers bool) resources.ComponentProbe {
+	inProcess := func(name string, disabled bool) corev1.ComponentStatus {
+		if !disabled {
+			return resources.ComponentStatus(name, "ok", nil)
+		}
+		c := resources.ComponentStatus(name, "", nil)
+		c.Conditions[0].Status = corev1.ConditionUnknown
+		c.Conditions[0].Error = "not run by this server process; not probed"
+		return c
+	}
+	return func(ctx context.Context) []corev1.ComponentStatus {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := client.Get(ctx, "health")
+		if err != nil {
+			err = fmt.Errorf("reading from etcd: %w", err)
+		}
+		return []corev1.ComponentStatus{
+			inProcess("scheduler", noScheduler),
+			inProcess("controller-manager", noControllers),
+			resources.ComponentStatus("etcd-0", `{"health":"true"}`, err),
+		}
+	}
 }
 
 // serve runs one of the API server's HTTP servers; if it stops by itself, the instance

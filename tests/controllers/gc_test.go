@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestCascadingDeletion(t *testing.T) {
@@ -102,6 +103,41 @@ func TestForegroundDeletionCircle(t *testing.T) {
 		}
 		for _, cm := range l.Items {
 			if cm.Name == "c1" || cm.Name == "c2" || cm.Name == "c3" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// TestReplicationControllerOrphansByDefault deletes a ReplicationController with no
+// propagation policy: as in Kubernetes (core/v1 keeps orphaning as its default for
+// backward compatibility), its pods stay, without their owner reference.
+func TestReplicationControllerOrphansByDefault(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	labels := map[string]string{"app": "rc-orphan"}
+	rc := &corev1.ReplicationController{ObjectMeta: metav1.ObjectMeta{Name: "rc-orphan"}, Spec: corev1.ReplicationControllerSpec{
+		Replicas: ptr.To[int32](2), Selector: labels,
+		Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img:1"}}}}}}
+	rc, err := e.client.CoreV1().ReplicationControllers(e.ns).Create(ctx, rc, metav1.CreateOptions{})
+	must(t, err)
+	waitfor.Condition(t, 30*time.Second, "two pods", func(ctx context.Context) (bool, error) {
+		n, err := countPods(ctx, e, "app=rc-orphan")
+		return n == 2, err
+	})
+	must(t, e.client.CoreV1().ReplicationControllers(e.ns).Delete(ctx, rc.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(rc.UID))}))
+	waitfor.Condition(t, 30*time.Second, "rc gone, pods orphaned", func(ctx context.Context) (bool, error) {
+		if _, err := e.client.CoreV1().ReplicationControllers(e.ns).Get(ctx, rc.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		pods, err := e.client.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=rc-orphan"})
+		if err != nil || len(pods.Items) != 2 {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if len(p.OwnerReferences) != 0 || p.DeletionTimestamp != nil {
 				return false, nil
 			}
 		}

@@ -20,18 +20,23 @@ func TestDeleteFinalizers(t *testing.T) {
 		name     string
 		existing []string
 		opts     metav1.DeleteOptions
+		orphan   bool // the resource orphans by default
 		want     []string
 	}{
-		{"background default", []string{"x"}, metav1.DeleteOptions{}, []string{"x"}},
-		{"background explicit", nil, metav1.DeleteOptions{PropagationPolicy: &bg}, nil},
-		{"orphan", nil, metav1.DeleteOptions{PropagationPolicy: &orphan}, []string{FinalizerOrphan}},
-		{"legacy orphanDependents", nil, metav1.DeleteOptions{OrphanDependents: ptr.To(true)}, []string{FinalizerOrphan}},
-		{"foreground replaces orphan", []string{FinalizerOrphan}, metav1.DeleteOptions{PropagationPolicy: &fg}, []string{FinalizerForeground}},
-		{"no duplicate", []string{FinalizerForeground}, metav1.DeleteOptions{PropagationPolicy: &fg}, []string{FinalizerForeground}},
+		{"background default", []string{"x"}, metav1.DeleteOptions{}, false, []string{"x"}},
+		{"background explicit", nil, metav1.DeleteOptions{PropagationPolicy: &bg}, false, nil},
+		{"orphan", nil, metav1.DeleteOptions{PropagationPolicy: &orphan}, false, []string{FinalizerOrphan}},
+		{"legacy orphanDependents", nil, metav1.DeleteOptions{OrphanDependents: ptr.To(true)}, false, []string{FinalizerOrphan}},
+		{"foreground replaces orphan", []string{FinalizerOrphan}, metav1.DeleteOptions{PropagationPolicy: &fg}, false, []string{FinalizerForeground}},
+		{"no duplicate", []string{FinalizerForeground}, metav1.DeleteOptions{PropagationPolicy: &fg}, false, []string{FinalizerForeground}},
+		{"orphan by default", []string{"x"}, metav1.DeleteOptions{}, true, []string{"x", FinalizerOrphan}},
+		{"orphan by default, background asked", nil, metav1.DeleteOptions{PropagationPolicy: &bg}, true, nil},
+		{"orphan by default, orphanDependents false", nil, metav1.DeleteOptions{OrphanDependents: ptr.To(false)}, true, nil},
+		{"orphan by default, foreground already set", []string{FinalizerForeground}, metav1.DeleteOptions{}, true, []string{FinalizerForeground}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := deleteFinalizers(tt.existing, &tt.opts); !slices.Equal(got, tt.want) {
+			if got := deleteFinalizers(tt.existing, &tt.opts, tt.orphan); !slices.Equal(got, tt.want) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})

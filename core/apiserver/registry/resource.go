@@ -85,6 +85,11 @@ type Resource struct {
 	// OnDeleteMarked, when set, is called with the object a delete marks with a
 	// deletionTimestamp, inside the write (namespaces enter Terminating here).
 	OnDeleteMarked func(obj runtime.Object)
+	// OrphanByDefault makes a delete that names no propagation policy orphan the
+	// object's dependents, as Kubernetes keeps for core/v1 ReplicationControllers for
+	// backward compatibility (their DefaultGarbageCollectionPolicy); other resources
+	// delete dependents in the background.
+	OrphanByDefault bool
 	// Retain, when set, keeps an object whose deletion is otherwise complete (a namespace
 	// whose spec.finalizers are not yet empty).
 	Retain func(obj runtime.Object) bool

@@ -684,7 +684,7 @@ func (s *Store) deleteOnce(ctx context.Context, namespace, name string, opts *me
 	if s.Resource.GracefulDelete != nil {
 		grace = s.Resource.GracefulDelete(current, opts)
 	}
-	finalizers := deleteFinalizers(cm.GetFinalizers(), opts)
+	finalizers := deleteFinalizers(cm.GetFinalizers(), opts, s.Resource.OrphanByDefault)
 	if wopts.DryRun {
 		return current, false, nil
 	}
@@ -718,7 +718,7 @@ func (s *Store) deleteOnce(ctx context.Context, namespace, name string, opts *me
 			if err != nil {
 				return nil, apierrors.NewInternalError(err)
 			}
-			fin := deleteFinalizers(m.GetFinalizers(), opts)
+			fin := deleteFinalizers(m.GetFinalizers(), opts, s.Resource.OrphanByDefault)
 			m.SetFinalizers(fin)
 			now := s.now()
 			if dt := m.GetDeletionTimestamp(); dt == nil {
@@ -779,13 +779,20 @@ func (s *Store) retain(obj runtime.Object) bool {
 	return s.Resource.Retain != nil && s.Resource.Retain(obj)
 }
 
-// deleteFinalizers adds the propagation finalizers a delete asks for.
-func deleteFinalizers(existing []string, opts *metav1.DeleteOptions) []string {
+// deleteFinalizers adds the propagation finalizers a delete asks for. Without a policy in
+// the request, a propagation finalizer already on the object decides, else the
+// resource's default: orphan when orphanByDefault, else background.
+func deleteFinalizers(existing []string, opts *metav1.DeleteOptions, orphanByDefault bool) []string {
 	fin := slices.Clone(existing)
 	policy := metav1.DeletePropagationBackground
-	if opts.PropagationPolicy != nil {
+	switch {
+	case opts.PropagationPolicy != nil:
 		policy = *opts.PropagationPolicy
-	} else if opts.OrphanDependents != nil && *opts.OrphanDependents {
+	case opts.OrphanDependents != nil:
+		if *opts.OrphanDependents {
+			policy = metav1.DeletePropagationOrphan
+		}
+	case orphanByDefault && !slices.Contains(existing, FinalizerForeground):
 		policy = metav1.DeletePropagationOrphan
 	}
 	add := func(f string) {

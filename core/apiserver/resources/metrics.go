@@ -43,7 +43,7 @@ func Metrics(src MetricsSource, stores func(schema.GroupResource) *registry.Stor
 	podStore := func() *registry.Store { return stores(corev1.Resource("pods")) }
 	return []Definition{
 		{Resource: nodes,
-			GetHandler: metricsGet(func(ctx context.Context, r endpoints.Request) (runtime.Object, error) {
+			GetHandler: computedGet(func(ctx context.Context, r endpoints.Request) (runtime.Object, error) {
 				obj, err := nodeStore().Get(ctx, "", r.Name, &metav1.GetOptions{ResourceVersion: "0"})
 				if apierrors.IsNotFound(err) {
 					return nil, apierrors.NewNotFound(gv.WithResource("nodes").GroupResource(), r.Name)
@@ -56,7 +56,7 @@ func Metrics(src MetricsSource, stores func(schema.GroupResource) *registry.Stor
 				}
 				return m, nil
 			}),
-			ListHandler: metricsList(func(ctx context.Context, r endpoints.Request, opts *metav1.ListOptions, match func(metav1.Object) bool) (runtime.Object, error) {
+			ListHandler: computedList(func(ctx context.Context, r endpoints.Request, opts *metav1.ListOptions, match func(metav1.Object) bool) (runtime.Object, error) {
 				list, err := nodeStore().List(ctx, "", opts)
 				if err != nil {
 					return nil, err
@@ -71,7 +71,7 @@ func Metrics(src MetricsSource, stores func(schema.GroupResource) *registry.Stor
 				return out, nil
 			})},
 		{Resource: pods,
-			GetHandler: metricsGet(func(ctx context.Context, r endpoints.Request) (runtime.Object, error) {
+			GetHandler: computedGet(func(ctx context.Context, r endpoints.Request) (runtime.Object, error) {
 				notFound := apierrors.NewNotFound(gv.WithResource("pods").GroupResource(), r.Namespace+"/"+r.Name)
 				obj, err := podStore().Get(ctx, r.Namespace, r.Name, &metav1.GetOptions{ResourceVersion: "0"})
 				if apierrors.IsNotFound(err) {
@@ -85,7 +85,7 @@ func Metrics(src MetricsSource, stores func(schema.GroupResource) *registry.Stor
 				}
 				return m, nil
 			}),
-			ListHandler: metricsList(func(ctx context.Context, r endpoints.Request, opts *metav1.ListOptions, match func(metav1.Object) bool) (runtime.Object, error) {
+			ListHandler: computedList(func(ctx context.Context, r endpoints.Request, opts *metav1.ListOptions, match func(metav1.Object) bool) (runtime.Object, error) {
 				list, err := podStore().List(ctx, r.Namespace, opts)
 				if err != nil {
 					return nil, err
@@ -102,8 +102,9 @@ func Metrics(src MetricsSource, stores func(schema.GroupResource) *registry.Stor
 	}
 }
 
-// metricsGet serves a get with read.
-func metricsGet(read func(ctx context.Context, r endpoints.Request) (runtime.Object, error)) func(*endpoints.Scope) endpoints.HandlerFunc {
+// computedGet serves a get with read, for resources computed on request rather than
+// stored.
+func computedGet(read func(ctx context.Context, r endpoints.Request) (runtime.Object, error)) func(*endpoints.Scope) endpoints.HandlerFunc {
 	return func(s *endpoints.Scope) endpoints.HandlerFunc {
 		return func(w http.ResponseWriter, req *http.Request, r endpoints.Request) {
 			s.Custom(w, req, http.StatusOK, func(ctx context.Context, _ func(runtime.Object) error) (runtime.Object, error) {
@@ -113,10 +114,10 @@ func metricsGet(read func(ctx context.Context, r endpoints.Request) (runtime.Obj
 	}
 }
 
-// metricsList serves a list with read: the label selector goes to the objects' list
-// (from the watch cache), the field selector is matched on the metrics' metadata, and a
-// watch is refused, as metrics-server refuses it.
-func metricsList(read func(ctx context.Context, r endpoints.Request, opts *metav1.ListOptions, match func(metav1.Object) bool) (runtime.Object, error)) func(*endpoints.Scope) endpoints.HandlerFunc {
+// computedList serves a list with read: the label selector goes to read (metrics take
+// it to the objects' list, from the watch cache), the field selector is matched on the
+// computed objects' metadata, and a watch is refused, as metrics-server refuses it.
+func computedList(read func(ctx context.Context, r endpoints.Request, opts *metav1.ListOptions, match func(metav1.Object) bool) (runtime.Object, error)) func(*endpoints.Scope) endpoints.HandlerFunc {
 	return func(s *endpoints.Scope) endpoints.HandlerFunc {
 		return func(w http.ResponseWriter, req *http.Request, r endpoints.Request) {
 			s.Custom(w, req, http.StatusOK, func(ctx context.Context, _ func(runtime.Object) error) (runtime.Object, error) {
@@ -125,7 +126,7 @@ func metricsList(read func(ctx context.Context, r endpoints.Request, opts *metav
 					return nil, apierrors.NewBadRequest(err.Error())
 				}
 				if opts.Watch {
-					return nil, apierrors.NewMethodNotSupported(schema.GroupResource{Group: metricsv1beta1.GroupName, Resource: s.Store.Resource.Name}, "watch")
+					return nil, apierrors.NewMethodNotSupported(schema.GroupResource{Group: s.Store.Resource.GroupVersion.Group, Resource: s.Store.Resource.Name}, "watch")
 				}
 				fieldSel := fields.Everything()
 				if opts.FieldSelector != "" {

@@ -95,7 +95,12 @@ func SchedulingInputs() []Definition {
 					return append(errs, validateTemplatePodSpec(&rc.Spec.Template.Spec, p.Child("template", "spec"))...)
 				},
 				validateOnUpdate: true,
-			}, inCategory("all"), func(r *registry.Resource) { r.Printer = replicationControllerPrinter() }), replicationControllerScale{}),
+			}, inCategory("all"), func(r *registry.Resource) {
+				r.Printer = replicationControllerPrinter()
+				// Served in core/v1 only, where Kubernetes keeps orphaning as the
+				// default for backward compatibility.
+				r.OrphanByDefault = true
+			}), replicationControllerScale{}),
 		stored(core, "persistentvolumes", "PersistentVolume", []string{"pv"}, false, true,
 			func() runtime.Object { return &corev1.PersistentVolume{} },
 			func() runtime.Object { return &corev1.PersistentVolumeList{} }, &strategy{

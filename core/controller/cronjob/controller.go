@@ -253,7 +253,17 @@ func (c *Controller) syncCronJob(ctx context.Context, cj *batchv1.CronJob, jobs 
 	cj.Status.Active = slices.DeleteFunc(cj.Status.Active, func(r corev1.ObjectReference) bool {
 		j := byUID[string(r.UID)]
 		if j == nil {
-			return true
+			// The cache may not hold a Job created a moment ago: ask the server, as
+			// kube-controller-manager does, before calling it missing.
+			live, err := c.client.BatchV1().Jobs(r.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err) || err == nil && live.UID != r.UID:
+				c.recorder.Eventf(cj, corev1.EventTypeNormal, "MissingJob", "Active job went missing: %v", r.Name)
+				return true
+			case err != nil:
+				return false // unknown: kept until a later sync can tell
+			}
+			j = live
 		}
 		if done, typ := jobFinished(j); done {
 			c.recorder.Eventf(cj, corev1.EventTypeNormal, "SawCompletedJob", "Saw completed job: %s, condition: %v", j.Name, typ)

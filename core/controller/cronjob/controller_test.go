@@ -73,6 +73,7 @@ func TestSync(t *testing.T) {
 		name        string
 		cj          *batchv1.CronJob
 		jobs        []*batchv1.Job
+		serverOnly  []*batchv1.Job // on the server, not yet in the cache
 		now         time.Time
 		wantCreate  string // name of the Job created, "" none
 		wantDeleted []string
@@ -105,6 +106,9 @@ func TestSync(t *testing.T) {
 		{name: "finished job leaves active, sets lastSuccessfulTime", now: at(10, 3),
 			cj:   newCronJob(active(ownedJob("tick-done", at(10, 0), batchv1.JobComplete))),
 			jobs: []*batchv1.Job{ownedJob("tick-done", at(10, 0), batchv1.JobComplete)}, wantEvent: "SawCompletedJob"},
+		{name: "missing job leaves active with an event", now: at(10, 3), cj: newCronJob(active(running)), wantEvent: "MissingJob"},
+		{name: "job not yet in the cache stays active", now: at(10, 3), cj: newCronJob(active(running)),
+			serverOnly: []*batchv1.Job{running}, wantActive: []string{"tick-old"}},
 		{name: "history limits prune the oldest finished jobs", now: at(10, 3), cj: newCronJob(),
 			jobs: []*batchv1.Job{ownedJob("ok1", at(9, 1), batchv1.JobComplete), ownedJob("ok2", at(9, 2), batchv1.JobComplete),
 				ownedJob("ok3", at(9, 3), batchv1.JobComplete), ownedJob("ok4", at(9, 4), batchv1.JobComplete),
@@ -123,7 +127,7 @@ func TestSync(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := []runtime.Object{tc.cj}
-			for _, j := range tc.jobs {
+			for _, j := range append(tc.jobs, tc.serverOnly...) {
 				objs = append(objs, j)
 			}
 			client := fake.NewClientset(objs...)

@@ -202,6 +202,11 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err != nil {
 		return 0, fmt.Errorf("reading Job %s: %w", key, err)
 	}
+	if managedElsewhere(job) {
+		// spec.managedBy names another controller: it owns the Job's pods and status,
+		// as kube-controller-manager's Job controller leaves them.
+		return 0, nil
+	}
 	if !c.expectations.Satisfied(key) {
 		return 0, nil // a pod event for our own write will requeue the Job
 	}
@@ -217,6 +222,12 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	r := c.reconcile(job, pods)
 	return r.requeueAfter, c.act(ctx, job, r)
+}
+
+// managedElsewhere reports whether job's spec.managedBy names a controller other than
+// the built-in one (kubernetes.io/job-controller).
+func managedElsewhere(job *batchv1.Job) bool {
+	return job.Spec.ManagedBy != nil && *job.Spec.ManagedBy != batchv1.JobControllerName
 }
 
 // staleRequeue is when a Job read from a cache behind this controller's own status write

@@ -412,3 +412,31 @@ func TestStaleJob(t *testing.T) {
 		t.Error("a forgotten Job is still stale")
 	}
 }
+
+// TestSyncLeavesJobsManagedElsewhere: a Job whose spec.managedBy names another
+// controller gets no pods and no status from this one; naming the built-in controller
+// is the same as leaving the field unset.
+func TestSyncLeavesJobsManagedElsewhere(t *testing.T) {
+	for _, tc := range []struct {
+		managedBy string
+		writes    bool
+	}{{"example.com/custom-job-controller", false}, {batchv1.JobControllerName, true}} {
+		t.Run(tc.managedBy, func(t *testing.T) {
+			job := newJob(indexed(3, 2))
+			job.Spec.ManagedBy = ptr.To(tc.managedBy)
+			c, client, _ := newController(t, job)
+			if _, err := c.sync(context.Background(), "ns/pi"); err != nil {
+				t.Fatal(err)
+			}
+			var writes []string
+			for _, a := range client.Actions() {
+				if a.GetVerb() != "list" && a.GetVerb() != "watch" && a.GetVerb() != "get" {
+					writes = append(writes, a.GetVerb()+":"+a.GetResource().Resource)
+				}
+			}
+			if got := len(writes) > 0; got != tc.writes {
+				t.Errorf("writes %v; want some: %v", writes, tc.writes)
+			}
+		})
+	}
+}

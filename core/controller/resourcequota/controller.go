@@ -17,6 +17,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/internal/worker"
 	"github.com/wasmplane/wasmplane/core/quota"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -224,6 +225,11 @@ type usageCache struct {
 	memory *resource.Quantity
 	// services is what the namespace's Services cost in quota.ServiceNames, once read.
 	services corev1.ResourceList
+	// pvcs is what the namespace's PersistentVolumeClaims cost beyond their count
+	// (quota.PVCUsage), once read.
+	pvcs corev1.ResourceList
+	// claims is what the namespace's ResourceClaims cost beyond their count, once read.
+	claims corev1.ResourceList
 }
 
 func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1.ResourceList, error) {
@@ -235,10 +241,10 @@ func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1
 			needPods = true
 			continue
 		}
-		if quota.ServiceNames.Has(name) {
+		if sum := u.summed(name); sum != nil {
 			total := resource.MustParse("0")
 			if q.Spec.ScopeSelector == nil && len(q.Spec.Scopes) == 0 {
-				usage, err := u.serviceUsage(ctx)
+				usage, err := sum(ctx)
 				if err != nil {
 					return nil, err
 				}
@@ -344,20 +350,76 @@ var servicesGVR = corev1.SchemeGroupVersion.WithResource("services")
 // serviceUsage sums what the namespace's Services cost in quota.ServiceNames. Their
 // type and ports are in the spec, so they are read whole rather than by metadata.
 func (u *usageCache) serviceUsage(ctx context.Context) (corev1.ResourceList, error) {
-	if u.services != nil {
-		return u.services, nil
+	// Deleted Services give their node ports and load balancers back at once.
+	return sumOnce(ctx, u, &u.services, servicesGVR, func(ctx context.Context) ([]corev1.Service, error) {
+		list, err := u.c.client.CoreV1().Services(u.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing services of %s: %w", u.ns, err)
+		}
+		return list.Items, nil
+	}, quota.ServiceUsage)
+}
+
+// pvcsGVR is the served version of PersistentVolumeClaims.
+var pvcsGVR = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+
+// pvcUsage sums what the namespace's PersistentVolumeClaims cost beyond their count.
+func (u *usageCache) pvcUsage(ctx context.Context) (corev1.ResourceList, error) {
+	// Deleted or resized claims change the usage at once.
+	return sumOnce(ctx, u, &u.pvcs, pvcsGVR, func(ctx context.Context) ([]corev1.PersistentVolumeClaim, error) {
+		list, err := u.c.client.CoreV1().PersistentVolumeClaims(u.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing persistent volume claims of %s: %w", u.ns, err)
+		}
+		return list.Items, nil
+	}, quota.PVCUsage)
+}
+
+// claimsGVR is the served version of DRA ResourceClaims.
+var claimsGVR = resourcev1.SchemeGroupVersion.WithResource("resourceclaims")
+
+// claimUsage sums what the namespace's ResourceClaims cost beyond their count.
+func (u *usageCache) claimUsage(ctx context.Context) (corev1.ResourceList, error) {
+	return sumOnce(ctx, u, &u.claims, claimsGVR, func(ctx context.Context) ([]resourcev1.ResourceClaim, error) {
+		list, err := u.c.client.ResourceV1().ResourceClaims(u.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing resource claims of %s: %w", u.ns, err)
+		}
+		return list.Items, nil
+	}, quota.ClaimUsage)
+}
+
+// summed returns how the usage of a quota name summed over one kind of object is read,
+// or nil for the other names.
+func (u *usageCache) summed(name corev1.ResourceName) func(context.Context) (corev1.ResourceList, error) {
+	switch {
+	case quota.ChargesPVCs(name):
+		return u.pvcUsage
+	case quota.ChargesClaims(name):
+		return u.claimUsage
+	case quota.ServiceNames.Has(name):
+		return u.serviceUsage
 	}
-	list, err := u.c.client.CoreV1().Services(u.ns).List(ctx, metav1.ListOptions{})
+	return nil
+}
+
+// sumOnce sums cost over the objects list reads into *cached, once per sync, and
+// watches gvr so that a change to one of them requeues the quotas.
+func sumOnce[T any](ctx context.Context, u *usageCache, cached *corev1.ResourceList, gvr schema.GroupVersionResource,
+	list func(context.Context) ([]T, error), cost func(*T) corev1.ResourceList) (corev1.ResourceList, error) {
+	if *cached != nil {
+		return *cached, nil
+	}
+	items, err := list(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing services of %s: %w", u.ns, err)
+		return nil, err
 	}
 	total := corev1.ResourceList{}
-	for i := range list.Items {
-		total = quota.Add(total, quota.ServiceUsage(&list.Items[i]))
+	for i := range items {
+		total = quota.Add(total, cost(&items[i]))
 	}
-	// Deleted Services give their node ports and load balancers back at once.
-	u.c.watch(servicesGVR)
-	u.services = total
+	u.c.watch(gvr)
+	*cached = total
 	return total, nil
 }
 
