@@ -266,14 +266,19 @@ func exerciseCRUD[T object, L runtime.Object](t *testing.T, c crudClient[T, L], 
 		t.Fatalf("list = %v, want [%s %s]", names, name, gen.GetName())
 	}
 
-	if err := c.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+	// Background propagation named explicitly: ReplicationControllers orphan their
+	// dependents by default, which leaves an orphan finalizer for the garbage collector,
+	// and this API-only server runs none (registry.TestDeleteFinalizers covers defaults).
+	background := metav1.DeletePropagationBackground
+	del := metav1.DeleteOptions{PropagationPolicy: &background}
+	if err := c.Delete(ctx, name, del); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	if dc, ok := c.(collectionDeleter); ok {
-		if err := dc.DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
+		if err := dc.DeleteCollection(ctx, del, sel); err != nil {
 			t.Fatalf("deletecollection: %v", err)
 		}
-	} else if err := c.Delete(ctx, gen.GetName(), metav1.DeleteOptions{}); err != nil {
+	} else if err := c.Delete(ctx, gen.GetName(), del); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	final, err := c.List(ctx, sel)
