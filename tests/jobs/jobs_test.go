@@ -7,6 +7,7 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -234,29 +235,46 @@ func TestJobs(t *testing.T) {
 	})
 	t.Run("OnFailure restarts count toward backoffLimit", func(t *testing.T) {
 		t.Parallel()
+		// The restarts are read from a watch started before the Job: its failure deletes
+		// the pod, which on a fast machine happens within a poll interval of its start.
+		w, err := e.cs.CoreV1().Pods("default").Watch(context.Background(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=restarting"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
 		e.mustKubectl(t, restartingJob, "create", "-f", "-")
-		// The restarts are read while the Job runs: its failure deletes the pod.
 		var restarts int32
 		seen := map[string]bool{}
-		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 120*time.Second, true, func(ctx context.Context) (bool, error) {
-			pods, err := e.cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=restarting"})
-			if err != nil {
-				return false, err
-			}
-			for _, p := range pods.Items {
-				seen[p.Name] = true
-				for _, cs := range p.Status.ContainerStatuses {
-					restarts = max(restarts, cs.RestartCount)
+		failed := false
+		err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 120*time.Second, true, func(ctx context.Context) (bool, error) {
+			for drained := false; !drained; {
+				select {
+				case ev, ok := <-w.ResultChan():
+					if !ok {
+						return false, errors.New("the pod watch ended")
+					}
+					if p, isPod := ev.Object.(*corev1.Pod); isPod {
+						seen[p.Name] = true
+						for _, cs := range p.Status.ContainerStatuses {
+							restarts = max(restarts, cs.RestartCount)
+						}
+					}
+				default:
+					drained = true
 				}
 			}
-			j, err := e.cs.BatchV1().Jobs("default").Get(ctx, "restarting", metav1.GetOptions{})
-			if err != nil {
-				return false, err
+			if !failed {
+				j, err := e.cs.BatchV1().Jobs("default").Get(ctx, "restarting", metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				failed = hasCond(j, batchv1.JobFailed, "BackoffLimitExceeded")
 			}
-			return hasCond(j, batchv1.JobFailed, "BackoffLimitExceeded"), nil
+			// The restart was written before the failure it caused, so its event comes.
+			return failed && restarts >= 1, nil
 		})
 		if err != nil {
-			t.Fatalf("waiting for restarting to fail with BackoffLimitExceeded: %v", err)
+			t.Fatalf("waiting for restarting to fail with BackoffLimitExceeded after a restart (failed %v, pods %v, most restarts %d): %v", failed, seen, restarts, err)
 		}
 		j := e.waitJob(t, "restarting", batchv1.JobFailed, time.Second)
 		if !hasCond(j, batchv1.JobFailureTarget, "BackoffLimitExceeded") || j.Status.Succeeded != 0 || j.Status.Active != 0 {
