@@ -70,6 +70,13 @@ func New(md metadata.Interface, disc discovery.DiscoveryInterface, log *slog.Log
 // custom resources added or removed while it runs are watched or dropped.
 const ResyncPeriod = 2 * time.Second
 
+// OrphanSweepPeriod is how often the collector looks again at every dependent whose owner
+// is not in its graph. Events alone leave one case uncovered: an owner created and deleted
+// around the start of its resource's informer, or a delete event lost with a watch that
+// broke, is never seen, and nothing else would wake its dependents. Such dependents are
+// few (owners are normally in the graph), each look is one GET of the owner.
+const OrphanSweepPeriod = 10 * time.Second
+
 // watched is one resource's informer, stopped when the resource is no longer served.
 type watched struct {
 	stop   chan struct{}
@@ -114,6 +121,9 @@ func (c *Collector) Run(ctx context.Context, workers int) error {
 				c.log.Warn("rediscovering resources", "err", err)
 			}
 		}, ResyncPeriod)
+	})
+	wg.Go(func() {
+		wait.UntilWithContext(ctx, func(context.Context) { c.queueOrphaned() }, OrphanSweepPeriod)
 	})
 	<-ctx.Done()
 	c.queue.ShutDown()
