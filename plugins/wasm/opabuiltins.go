@@ -50,8 +50,8 @@ type opaBuiltin struct {
 // graph.reachable_paths; a policy using one is refused at load.
 var hostBuiltins = map[string]opaBuiltinFunc{
 	"sprintf":                  opaSprintf,
-	"units.parse":              unary(unitsParse),
-	"units.parse_bytes":        unary(unitsParseBytes),
+	"units.parse":              stringFunc(unitsParse),
+	"units.parse_bytes":        stringFunc(unitsParseBytes),
 	"regex.replace":            opaRegexReplace,
 	"regex.split":              opaRegexSplit,
 	"regex.find_n":             opaRegexFindN,
@@ -225,8 +225,6 @@ func stringFunc2(f func(*opaEval, string) (any, error)) opaBuiltinFunc {
 		return f(ev, s)
 	}
 }
-
-func unary(f func(string) (any, error)) opaBuiltinFunc { return stringFunc(f) }
 
 // opaSprintf is Rego's sprintf(format, values): Go's fmt verbs over the values, numbers
 // as integers when they are, composite values printed as JSON (so a set prints as a JSON

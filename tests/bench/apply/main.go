@@ -23,7 +23,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -126,7 +125,7 @@ func run(ctx context.Context, o options) error {
 				var profiled chan error
 				if o.profileDir != "" && round == 0 && s.name == "wasmplane" {
 					profiled = make(chan error, 1)
-					go func() { profiled <- profile(ctx, s, o, kind) }()
+					go func() { profiled <- peers.CPUProfile(ctx, s.cs, o.profileFor, o.profileDir, kind) }()
 				}
 				err := measure(ctx, s, kind, o)
 				if profiled != nil {
@@ -141,16 +140,6 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	return report(servers)
-}
-
-// profile takes a CPU profile of the server (its /debug/pprof) while a kind runs.
-func profile(ctx context.Context, s *server, o options, kind string) error {
-	data, err := s.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
-		Param("seconds", fmt.Sprint(int(o.profileFor.Seconds()))).DoRaw(ctx)
-	if err != nil {
-		return fmt.Errorf("CPU profile: %w", err)
-	}
-	return os.WriteFile(filepath.Join(o.profileDir, strings.ReplaceAll(kind, " ", "-")+".pprof"), data, 0o644)
 }
 
 func mkdir(parent, name string) string {

@@ -152,7 +152,7 @@ func run(ctx context.Context, o options) error {
 				var profiled chan error
 				if o.profileDir != "" && round == 0 && s.name == "wasmplane" {
 					profiled = make(chan error, 1)
-					go func() { profiled <- profile(ctx, s, o, kind) }()
+					go func() { profiled <- peers.CPUProfile(ctx, s.cs, o.profileFor, o.profileDir, kind) }()
 				}
 				n, d, err := creates(ctx, s, kind, fmt.Sprintf("r%d", round), o)
 				if profiled != nil {
@@ -297,17 +297,6 @@ func memoryFigures(ctx context.Context, s *server, o options) error {
 	slices.Sort(lists)
 	s.list = lists[len(lists)/2]
 	return nil
-}
-
-// profile writes the server's CPU profile of the next o.profileFor to
-// o.profileDir/<kind>.pprof.
-func profile(ctx context.Context, s *server, o options, kind string) error {
-	data, err := s.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
-		Param("seconds", fmt.Sprint(int(o.profileFor.Seconds()))).DoRaw(ctx)
-	if err != nil {
-		return fmt.Errorf("CPU profile: %w", err)
-	}
-	return os.WriteFile(filepath.Join(o.profileDir, strings.ReplaceAll(kind, " ", "-")+".pprof"), data, 0o644)
 }
 
 // benchCRD is a namespaced CRD whose spec has 20 fields and, when rules is set, 5 CEL
@@ -493,7 +482,7 @@ func discoveryFigures(ctx context.Context, s *server, o options) error {
 	}
 	// One CRD is too quick to profile: more are created one by one while it runs.
 	profiled := make(chan error, 1)
-	go func() { profiled <- profile(ctx, s, o, "CRD establishing") }()
+	go func() { profiled <- peers.CPUProfile(ctx, s.cs, o.profileFor, o.profileDir, "CRD establishing") }()
 	for i := 0; ; i++ {
 		select {
 		case err := <-profiled:

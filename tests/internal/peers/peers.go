@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -418,4 +419,15 @@ func logTail(path string) string {
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-15):], "\n")
+}
+
+// CPUProfile takes a CPU profile of the server behind cs (its /debug/pprof/profile) for
+// the given time and writes it to dir/<name with dashes for spaces>.pprof.
+func CPUProfile(ctx context.Context, cs kubernetes.Interface, d time.Duration, dir, name string) error {
+	data, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(int(d.Seconds()))).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	return os.WriteFile(filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".pprof"), data, 0o644)
 }
