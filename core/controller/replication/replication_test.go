@@ -118,6 +118,22 @@ func TestControllerCreatesPodsAndStatus(t *testing.T) {
 		pod.Name = fmt.Sprintf("%s%d", pod.GenerateName, n.Add(1))
 		return false, nil, nil
 	})
+	// The fake tracker stores a status update as a whole object; the API server keeps the
+	// spec. Without this, a status write from a sync that started before the test scaled
+	// the controller down could put back the old spec.
+	client.PrependReactor("update", "replicationcontrollers", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		in := a.(k8stesting.UpdateAction).GetObject().(*corev1.ReplicationController)
+		cur, err := client.Tracker().Get(a.GetResource(), in.Namespace, in.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		out := cur.(*corev1.ReplicationController).DeepCopy()
+		out.Status = in.Status
+		return true, out, client.Tracker().Update(a.GetResource(), out, in.Namespace)
+	})
 	factory := informers.NewSharedInformerFactory(client, 0)
 	c, err := New(client, factory, Options{})
 	if err != nil {
