@@ -48,7 +48,7 @@ var opaImports = map[string]int{"opa_builtin0": 0, "opa_builtin1": 1, "opa_built
 // let the host parse the admission request once and place the one value at both
 // input.request and input.review.
 var opaExports = []string{"opa_malloc", "opa_heap_ptr_get", "opa_heap_ptr_set", "opa_json_dump",
-	"opa_json_parse", "builtins", "entrypoints", "opa_eval_ctx_new", "opa_eval_ctx_set_input",
+	"opa_json_parse", "opa_value_dump", "opa_value_parse", "builtins", "entrypoints", "opa_eval_ctx_new", "opa_eval_ctx_set_input",
 	"opa_eval_ctx_set_data", "opa_eval_ctx_set_entrypoint", "opa_eval_ctx_get_result", "eval", "opa_value_add_path"}
 
 // isOPA reports whether wasm imports its memory from env, as OPA's compiler emits it.
@@ -310,6 +310,10 @@ func (r *Runtime) opaBuiltin(ctx context.Context, mod api.Module, stack []uint64
 	if !ok {
 		panic(fmt.Errorf("opa builtin %d is not known", id))
 	}
+	if b.values != nil {
+		r.opaValueBuiltin(ctx, in, b, stack)
+		return
+	}
 	args := make([]json.RawMessage, 0, len(stack)-2)
 	for _, a := range stack[2:] {
 		v, err := in.opa.dump(ctx, in, api.DecodeU32(a))
@@ -320,10 +324,7 @@ func (r *Runtime) opaBuiltin(ctx context.Context, mod api.Module, stack []uint64
 	}
 	res, err := b.fn(&in.opa.ev, args)
 	if err != nil {
-		// Undefined, as OPA's evaluator makes a builtin call that fails unless it is
-		// asked to be strict (Gatekeeper is not): the rule using it does not hold.
-		in.logMessage(ctx, slog.LevelDebug, fmt.Sprintf("builtin %s: %v (undefined)", b.name, err))
-		stack[0] = 0
+		opaUndefined(ctx, in, b.name, err, stack)
 		return
 	}
 	js, err := json.Marshal(res)
@@ -333,6 +334,42 @@ func (r *Runtime) opaBuiltin(ctx context.Context, mod api.Module, stack []uint64
 	addr, err := in.opa.parse(ctx, in, js)
 	if err != nil {
 		panic(err)
+	}
+	stack[0] = api.EncodeU32(addr)
+}
+
+// opaUndefined answers a builtin call that failed as undefined, as OPA's evaluator does
+// unless it is asked to be strict (Gatekeeper is not): the rule using it does not hold.
+func opaUndefined(ctx context.Context, in *instance, name string, err error, stack []uint64) {
+	in.logMessage(ctx, slog.LevelDebug, fmt.Sprintf("builtin %s: %v (undefined)", name, err))
+	stack[0] = 0
+}
+
+// opaValueBuiltin runs a builtin that tells sets from arrays: its operands and result
+// cross in Rego's value syntax (opa_value_dump, opa_value_parse) rather than as JSON.
+func (r *Runtime) opaValueBuiltin(ctx context.Context, in *instance, b opaBuiltin, stack []uint64) {
+	args := make([]any, 0, len(stack)-2)
+	for _, a := range stack[2:] {
+		text, err := in.opa.dumpText(ctx, in, "opa_value_dump", api.DecodeU32(a))
+		if err != nil {
+			panic(err)
+		}
+		v, err := parseRegoValue(text)
+		if err != nil {
+			// An operand this host cannot read (an object with non-string keys).
+			opaUndefined(ctx, in, b.name, err, stack)
+			return
+		}
+		args = append(args, v)
+	}
+	res, err := b.values(&in.opa.ev, args)
+	if err != nil {
+		opaUndefined(ctx, in, b.name, err, stack)
+		return
+	}
+	addr, err := in.opa.parseWith(ctx, in, "opa_value_parse", []byte(regoText(res)))
+	if err != nil {
+		panic(fmt.Errorf("%s: %w", b.name, err))
 	}
 	stack[0] = api.EncodeU32(addr)
 }
@@ -367,32 +404,44 @@ func (o *opaInstance) call1(ctx context.Context, name string, args ...uint64) (u
 
 // dump returns the JSON of the value at addr.
 func (o *opaInstance) dump(ctx context.Context, in *instance, addr uint32) ([]byte, error) {
-	s, err := o.call1(ctx, "opa_json_dump", uint64(addr))
+	return o.dumpText(ctx, in, "opa_json_dump", addr)
+}
+
+// dumpText returns the text the guest's dumper (opa_json_dump or opa_value_dump) writes
+// for the value at addr.
+func (o *opaInstance) dumpText(ctx context.Context, in *instance, dumper string, addr uint32) ([]byte, error) {
+	s, err := o.call1(ctx, dumper, uint64(addr))
 	if err != nil {
 		return nil, err
 	}
 	str, ok := cString(in.mod.Memory(), s, o.maxOut)
 	if !ok {
-		return nil, fmt.Errorf("opa_json_dump: no string within %d bytes at %#x", o.maxOut, s)
+		return nil, fmt.Errorf("%s: no string within %d bytes at %#x", dumper, o.maxOut, s)
 	}
 	return []byte(str), nil
 }
 
 // parse puts JSON on the guest heap as a value and returns its address.
 func (o *opaInstance) parse(ctx context.Context, in *instance, js []byte) (uint32, error) {
-	p, err := o.call1(ctx, "opa_malloc", uint64(len(js)))
+	return o.parseWith(ctx, in, "opa_json_parse", js)
+}
+
+// parseWith puts text on the guest heap as a value, read by parser (opa_json_parse or
+// opa_value_parse), and returns its address.
+func (o *opaInstance) parseWith(ctx context.Context, in *instance, parser string, text []byte) (uint32, error) {
+	p, err := o.call1(ctx, "opa_malloc", uint64(len(text)))
 	if err != nil {
 		return 0, err
 	}
-	if !in.mod.Memory().Write(p, js) {
+	if !in.mod.Memory().Write(p, text) {
 		return 0, fmt.Errorf("opa_malloc returned %#x, outside memory", p)
 	}
-	addr, err := o.call1(ctx, "opa_json_parse", uint64(p), uint64(len(js)))
+	addr, err := o.call1(ctx, parser, uint64(p), uint64(len(text)))
 	if err != nil {
 		return 0, err
 	}
 	if addr == 0 {
-		return 0, errors.New("opa_json_parse: not JSON")
+		return 0, fmt.Errorf("%s: cannot read %.100q", parser, text)
 	}
 	return addr, nil
 }
@@ -475,6 +524,10 @@ func (in *instance) initOPA(ctx context.Context) error {
 	o.builtins = map[int32]opaBuiltin{}
 	var missing []string
 	for name, id := range builtins {
+		if fn, ok := hostValueBuiltins[name]; ok {
+			o.builtins[id] = opaBuiltin{name: name, values: fn}
+			continue
+		}
 		fn, ok := hostBuiltins[name]
 		if !ok {
 			missing = append(missing, name)

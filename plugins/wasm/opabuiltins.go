@@ -13,11 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"math"
 	"math/big"
 	"net"
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,10 +29,12 @@ import (
 )
 
 // opaEval is what the builtins of one evaluation share: OPA answers time.now_ns and
-// uuid.rfc4122 with one value per evaluation (per seed for uuids).
+// uuid.rfc4122 with one value per evaluation (per seed for uuids), and rand.intn with one
+// per evaluation, name and bound.
 type opaEval struct {
 	now   time.Time
 	uuids map[string]string
+	ints  map[string]int64
 }
 
 // opaBuiltinFunc computes one builtin from its arguments' JSON. An error makes the call
@@ -39,15 +43,19 @@ type opaBuiltinFunc func(ev *opaEval, args []json.RawMessage) (any, error)
 
 type opaBuiltin struct {
 	name string
-	fn   opaBuiltinFunc
+	// fn or values computes the builtin: values when it tells sets from arrays.
+	fn     opaBuiltinFunc
+	values opaValueFunc
 }
 
 // hostBuiltins are the builtins this host provides to Rego policies: OPA compiles most of
 // the language's builtins into the module itself and leaves these to the host. Those
 // that reach outside the sandbox (http.send, net.lookup_ip_addr, opa.runtime) are not
-// provided, nor, yet, io.jwt.*, crypto.x509.*, json.patch, object.subset, time.diff,
-// time.format, regex.globs_match, regex.template_match, strings.render_template and
-// graph.reachable_paths; a policy using one is refused at load.
+// provided, nor, yet, the signing and verifying io.jwt.* builtins, crypto.x509.* beyond
+// parse_certificates, json.patch, json.verify_schema, json.match_schema,
+// regex.globs_match, regex.template_match, uuid.parse, graphql.*, rego.parse_module
+// and providers.aws.sign_req; a policy using one is refused at load. Those that tell
+// sets from arrays are in hostValueBuiltins.
 var hostBuiltins = map[string]opaBuiltinFunc{
 	"sprintf":                  opaSprintf,
 	"units.parse":              stringFunc(unitsParse),
@@ -86,10 +94,15 @@ var hostBuiltins = map[string]opaBuiltinFunc{
 		t, err := time.Parse(time.RFC3339, s)
 		return t.UnixNano(), err
 	}),
-	"time.parse_duration_ns": stringFunc(func(s string) (any, error) {
-		d, err := time.ParseDuration(s)
-		return int64(d), err
-	}),
+	"time.parse_duration_ns":         stringFunc(parseExtendedDuration),
+	"time.parse_ns":                  opaTimeParseNS,
+	"glob.quote_meta":                opaGlobQuoteMeta,
+	"rand.intn":                      opaRandIntn,
+	"strings.render_template":        opaRenderTemplate,
+	"io.jwt.decode":                  opaJWTDecode,
+	"crypto.x509.parse_certificates": opaX509ParseCertificates,
+	"time.format":                    opaTimeFormat,
+	"time.diff":                      opaTimeDiff,
 	"time.date": timeFunc(func(t time.Time) any {
 		y, m, d := t.Date()
 		return []int{y, int(m), d}
@@ -486,32 +499,174 @@ func opaHMACEqual(_ *opaEval, args []json.RawMessage) (any, error) {
 }
 
 // argTime reads a time argument: nanoseconds since the epoch (UTC), or [ns, zone].
-func argTime(args []json.RawMessage, i int) (time.Time, error) {
+// argTime reads a time operand as OPA does: ns, or [ns], [ns, zone] or [ns, zone,
+// layout] (zone "" or "UTC" is UTC, "Local" the host's); it also returns the layout.
+func argTime(args []json.RawMessage, i int) (time.Time, string, error) {
 	if ns, err := argInt(args, i); err == nil {
-		return time.Unix(0, ns).UTC(), nil
+		return time.Unix(0, ns).UTC(), "", nil
 	}
-	var pair []json.RawMessage
-	if i >= len(args) || json.Unmarshal(args[i], &pair) != nil || len(pair) != 2 {
-		return time.Time{}, fmt.Errorf("operand %d must be a number or [number, zone]", i+1)
+	var parts []json.RawMessage
+	if i >= len(args) || json.Unmarshal(args[i], &parts) != nil || len(parts) == 0 {
+		return time.Time{}, "", fmt.Errorf("operand %d must be either number (ns) or [number (ns), string (tz)]", i+1)
 	}
-	ns, err := argInt(pair, 0)
+	ns, err := argInt(parts, 0)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, "", err
 	}
-	zone, err := argString(pair, 1)
+	loc, layout := time.UTC, ""
+	if len(parts) > 1 {
+		zone, err := argString(parts, 1)
+		if err != nil {
+			return time.Time{}, "", err
+		}
+		switch zone {
+		case "", "UTC":
+		case "Local":
+			loc = time.Local
+		default:
+			if loc, err = time.LoadLocation(zone); err != nil {
+				return time.Time{}, "", err
+			}
+		}
+	}
+	if len(parts) > 2 {
+		if layout, err = argString(parts, 2); err != nil {
+			return time.Time{}, "", err
+		}
+	}
+	return time.Unix(0, ns).In(loc), layout, nil
+}
+
+// namedLayouts are the layouts time.format and time.parse_ns accept by name.
+var namedLayouts = map[string]string{
+	"ANSIC": time.ANSIC, "UnixDate": time.UnixDate, "RubyDate": time.RubyDate,
+	"RFC822": time.RFC822, "RFC822Z": time.RFC822Z, "RFC850": time.RFC850,
+	"RFC1123": time.RFC1123, "RFC1123Z": time.RFC1123Z, "RFC3339": time.RFC3339,
+	"RFC3339Nano": time.RFC3339Nano,
+}
+
+// opaTimeFormat is time.format(x): RFC 3339 with nanoseconds unless x names a layout.
+func opaTimeFormat(_ *opaEval, args []json.RawMessage) (any, error) {
+	t, layout, err := argTime(args, 0)
 	if err != nil {
-		return time.Time{}, err
+		return nil, err
 	}
-	loc, err := time.LoadLocation(zone)
+	if layout == "" {
+		layout = time.RFC3339Nano
+	} else if named, ok := namedLayouts[layout]; ok {
+		layout = named
+	}
+	return t.Format(layout), nil
+}
+
+// opaTimeParseNS is time.parse_ns(layout, value).
+func opaTimeParseNS(_ *opaEval, args []json.RawMessage) (any, error) {
+	layout, value, err := twoStrings(args)
 	if err != nil {
-		return time.Time{}, err
+		return nil, err
 	}
-	return time.Unix(0, ns).In(loc), nil
+	if named, ok := namedLayouts[layout]; ok {
+		layout = named
+	}
+	t, err := time.Parse(layout, value)
+	if err != nil {
+		return nil, err
+	}
+	if t.Before(time.Unix(0, math.MinInt64)) || t.After(time.Unix(0, math.MaxInt64)) {
+		return nil, errors.New("time outside of valid range")
+	}
+	return t.UnixNano(), nil
+}
+
+// opaTimeDiff is time.diff(a, b): [years, months, days, hours, minutes, seconds]
+// between the two, in the first one's zone, borrowing as OPA does.
+func opaTimeDiff(_ *opaEval, args []json.RawMessage) (any, error) {
+	t1, _, err := argTime(args, 0)
+	if err != nil {
+		return nil, err
+	}
+	t2, _, err := argTime(args, 1)
+	if err != nil {
+		return nil, err
+	}
+	t2 = t2.In(t1.Location())
+	if t1.After(t2) {
+		t1, t2 = t2, t1
+	}
+	y1, mo1, d1 := t1.Date()
+	y2, mo2, d2 := t2.Date()
+	h1, mi1, s1 := t1.Clock()
+	h2, mi2, s2 := t2.Clock()
+	year, month, day := y2-y1, int(mo2-mo1), d2-d1
+	hour, minute, sec := h2-h1, mi2-mi1, s2-s1
+	if sec < 0 {
+		sec += 60
+		minute--
+	}
+	if minute < 0 {
+		minute += 60
+		hour--
+	}
+	if hour < 0 {
+		hour += 24
+		day--
+	}
+	if day < 0 {
+		// The days of t1's month: day 32 normalizes into the next month.
+		day += 32 - time.Date(y1, mo1, 32, 0, 0, 0, 0, time.UTC).Day()
+		month--
+	}
+	if month < 0 {
+		month += 12
+		year--
+	}
+	return []int{year, month, day, hour, minute, sec}, nil
+}
+
+// durationUnitHours are the units time.parse_duration_ns accepts beyond Go's.
+var durationUnitHours = map[string]float64{"d": 24, "w": 7 * 24, "y": 365 * 24}
+
+var durationSegment = regexp.MustCompile(`([0-9]*\.?[0-9]+)(ns|us|µs|μs|ms|s|m|h|d|w|y)`)
+
+// parseExtendedDuration is Go's duration syntax with days, weeks and years of 365 days.
+func parseExtendedDuration(s string) (any, error) {
+	if !strings.ContainsAny(s, "dwy") {
+		d, err := time.ParseDuration(s)
+		return int64(d), err
+	}
+	sign, rest := "", s
+	if rest != "" && (rest[0] == '-' || rest[0] == '+') {
+		sign, rest = rest[:1], rest[1:]
+	}
+	var b strings.Builder
+	b.WriteString(sign)
+	end := 0
+	for _, m := range durationSegment.FindAllStringSubmatchIndex(rest, -1) {
+		if m[0] != end {
+			return nil, fmt.Errorf("time: invalid duration %q", s)
+		}
+		end = m[1]
+		digits, unit := rest[m[2]:m[3]], rest[m[4]:m[5]]
+		if h, ok := durationUnitHours[unit]; ok {
+			v, err := strconv.ParseFloat(digits, 64)
+			if err != nil {
+				return nil, fmt.Errorf("time: invalid duration %q", s)
+			}
+			b.WriteString(strconv.FormatFloat(v*h, 'f', -1, 64) + "h")
+			continue
+		}
+		b.WriteString(digits + unit)
+	}
+	if end != len(rest) || end == 0 {
+		return nil, fmt.Errorf("time: invalid duration %q", s)
+	}
+	d, err := time.ParseDuration(b.String())
+	return int64(d), err
 }
 
 func timeFunc(f func(time.Time) any) opaBuiltinFunc {
 	return func(_ *opaEval, args []json.RawMessage) (any, error) {
-		t, err := argTime(args, 0)
+		t, _, err := argTime(args, 0)
 		if err != nil {
 			return nil, err
 		}
