@@ -20,6 +20,7 @@ var hostValueBuiltins = map[string]opaValueFunc{
 	"net.cidr_merge":            opaCIDRMerge,
 	"graph.reachable_paths":     opaReachablePaths,
 	"json.marshal_with_options": opaJSONMarshalWithOptions,
+	"json.patch":                opaJSONPatch,
 }
 
 // opaObjectSubset is object.subset(super, sub): objects recursively, sets by
