@@ -530,6 +530,9 @@ func (in *instance) initOPA(ctx context.Context) error {
 		}
 		fn, ok := hostBuiltins[name]
 		if !ok {
+			fn, ok = jwtVerifyBuiltins[name]
+		}
+		if !ok {
 			missing = append(missing, name)
 			continue
 		}

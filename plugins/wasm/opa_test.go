@@ -288,6 +288,8 @@ func TestRegoInputOverMemoryLimit(t *testing.T) {
 func TestRegoHostBuiltinsMatchOPA(t *testing.T) {
 	opa := wasmtest.RequireTool(t, "opa")
 	ns := int64(1709209800000000000) // 2024-02-29T12:30:00Z
+	// {"alg":"HS256","typ":"JWT"} {"sub":"1234567890","name":"John Doe","iat":1516239022}, key "secret".
+	hsToken := "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.XbPfbIHMI6arZ3Y922BhjWgQzWXcXNrz0ogtVhfEd2o"
 	cases := []struct {
 		name string
 		fn   string
@@ -387,6 +389,8 @@ func TestRegoHostBuiltinsMatchOPA(t *testing.T) {
 		{"patch-out-of-range", "json.patch", []any{[]any{1}, []any{map[string]any{"op": "add", "path": "/5", "value": 1}}}},
 		{"patch-leading-zero", "json.patch", []any{[]any{1, 2}, []any{map[string]any{"op": "add", "path": "/01", "value": 1}}}},
 		{"patch-bad-op", "json.patch", []any{map[string]any{}, []any{map[string]any{"op": "frob", "path": "/a"}}}},
+		{"jwt-hs256", "io.jwt.verify_hs256", []any{hsToken, "secret"}}, {"jwt-hs256-wrong", "io.jwt.verify_hs256", []any{hsToken, "other"}},
+		{"jwt-hs512-bad", "io.jwt.verify_hs512", []any{"a.b", "secret"}},
 		{"cidr-expand", "set net.cidr_expand", []any{"192.168.1.4/30"}},
 		{"cidr-expand-v6", "set net.cidr_expand", []any{"fd00::/126"}},
 		{"cidr-merge", "set net.cidr_merge", []any{[]any{"192.0.128.0/24", "192.0.129.0/24", "10.0.0.0/8", "10.1.0.0/16", "11.0.0.1", "2001:db8::/33", "2001:db8:8000::/33"}}},
@@ -395,6 +399,7 @@ func TestRegoHostBuiltinsMatchOPA(t *testing.T) {
 		{"reachable-paths", "set graph.reachable_paths", []any{map[string]any{"a": []any{"b", "c"}, "b": []any{"d"}, "c": []any{"a"}, "d": []any{}}, []any{"a"}}},
 		{"reachable-paths-missing", "set graph.reachable_paths", []any{map[string]any{"a": []any{"x"}}, []any{"a", "z"}}},
 	}
+	cases = append(cases, jwtVerifyCases(t)...)
 	var src strings.Builder
 	src.WriteString("package probe\n\nimport rego.v1\n\n")
 	params := map[string]any{}
