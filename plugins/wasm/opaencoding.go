@@ -124,23 +124,13 @@ func opaJWTDecode(ev *opaEval, args []json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !strings.Contains(token, ".") {
-		return nil, errors.New("encoded JWT had no period separators")
-	}
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return nil, fmt.Errorf("encoded JWT must have 3 sections, found %d", len(parts))
-	}
-	rawHeader, err := base64URLDecode(parts[0])
+	parts, err := jwtParts(token)
 	if err != nil {
-		return nil, fmt.Errorf("JWT header had invalid encoding: %w", err)
+		return nil, err
 	}
-	header, err := jsonObject(rawHeader)
+	header, err := jwtHeader(parts[0])
 	if err != nil {
-		return nil, fmt.Errorf("bad JWT header: %w", err)
-	}
-	if _, ok := header["enc"]; ok {
-		return nil, errors.New("JWT is a JWE object, which is not supported")
+		return nil, err
 	}
 	payload, err := base64URLDecode(parts[1])
 	if err != nil {
@@ -159,6 +149,22 @@ func opaJWTDecode(ev *opaEval, args []json.RawMessage) (any, error) {
 		return nil, fmt.Errorf("JWT signature had invalid encoding: %w", err)
 	}
 	return []any{header, claims, hex.EncodeToString(sig)}, nil
+}
+
+// jwtHeader decodes a JWT's header section; a JWE's is refused.
+func jwtHeader(section string) (map[string]any, error) {
+	raw, err := base64URLDecode(section)
+	if err != nil {
+		return nil, fmt.Errorf("JWT header had invalid encoding: %w", err)
+	}
+	header, err := jsonObject(raw)
+	if err != nil {
+		return nil, fmt.Errorf("bad JWT header: %w", err)
+	}
+	if _, ok := header["enc"]; ok {
+		return nil, errors.New("JWT is a JWE object, which is not supported")
+	}
+	return header, nil
 }
 
 // x509Certificate is a certificate as crypto.x509.parse_certificates answers it: Go's

@@ -85,16 +85,9 @@ func jwtVerifyKey(h func() hash.Hash, verify func(key any, digest, sig []byte) e
 		if err != nil {
 			return nil, err
 		}
-		rawHeader, err := base64URLDecode(parts[0])
+		header, err := jwtHeader(parts[0])
 		if err != nil {
-			return nil, fmt.Errorf("JWT header had invalid encoding: %w", err)
-		}
-		header, err := jsonObject(rawHeader)
-		if err != nil {
-			return nil, fmt.Errorf("bad JWT header: %w", err)
-		}
-		if _, ok := header["enc"]; ok {
-			return nil, errors.New("JWT is a JWE object, which is not supported")
+			return nil, err
 		}
 		alg, kid, err := jwtHeaderAlgKid(header)
 		if err != nil {
