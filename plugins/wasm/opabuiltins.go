@@ -51,12 +51,12 @@ type opaBuiltin struct {
 // hostBuiltins are the builtins this host provides to Rego policies: OPA compiles most of
 // the language's builtins into the module itself and leaves these to the host. Those
 // that reach outside the sandbox (http.send, net.lookup_ip_addr, opa.runtime) are not
-// provided, nor, yet, io.jwt.decode_verify and io.jwt.encode_sign*, crypto.x509.* beyond
+// provided, nor, yet, io.jwt.encode_sign*, crypto.x509.* beyond
 // parse_certificates, json.verify_schema, json.match_schema,
 // regex.globs_match, regex.template_match, uuid.parse, graphql.*, rego.parse_module
 // and providers.aws.sign_req; a policy using one is refused at load. Those that tell
-// sets from arrays are in hostValueBuiltins, the io.jwt.verify_* ones in
-// jwtVerifyBuiltins.
+// sets from arrays are in hostValueBuiltins, the io.jwt verifying ones
+// in jwtVerifyBuiltins.
 var hostBuiltins = map[string]opaBuiltinFunc{
 	"sprintf":                  opaSprintf,
 	"units.parse":              stringFunc(unitsParse),

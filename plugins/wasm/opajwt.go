@@ -291,17 +291,265 @@ func verifyEd25519(key any, msg, sig []byte) error {
 
 // jwtVerifyBuiltins are the io.jwt.verify_* builtins.
 var jwtVerifyBuiltins = map[string]opaBuiltinFunc{
-	"io.jwt.verify_hs256": jwtVerifyHMAC(sha256.New),
-	"io.jwt.verify_hs384": jwtVerifyHMAC(sha512.New384),
-	"io.jwt.verify_hs512": jwtVerifyHMAC(sha512.New),
-	"io.jwt.verify_rs256": jwtVerifyKey(sha256.New, verifyPKCS1(crypto.SHA256)),
-	"io.jwt.verify_rs384": jwtVerifyKey(sha512.New384, verifyPKCS1(crypto.SHA384)),
-	"io.jwt.verify_rs512": jwtVerifyKey(sha512.New, verifyPKCS1(crypto.SHA512)),
-	"io.jwt.verify_ps256": jwtVerifyKey(sha256.New, verifyPSS(crypto.SHA256)),
-	"io.jwt.verify_ps384": jwtVerifyKey(sha512.New384, verifyPSS(crypto.SHA384)),
-	"io.jwt.verify_ps512": jwtVerifyKey(sha512.New, verifyPSS(crypto.SHA512)),
-	"io.jwt.verify_es256": jwtVerifyKey(sha256.New, verifyECDSA),
-	"io.jwt.verify_es384": jwtVerifyKey(sha512.New384, verifyECDSA),
-	"io.jwt.verify_es512": jwtVerifyKey(sha512.New, verifyECDSA),
-	"io.jwt.verify_eddsa": jwtVerifyKey(nil, verifyEd25519),
+	"io.jwt.verify_hs256":  jwtVerifyHMAC(sha256.New),
+	"io.jwt.verify_hs384":  jwtVerifyHMAC(sha512.New384),
+	"io.jwt.verify_hs512":  jwtVerifyHMAC(sha512.New),
+	"io.jwt.verify_rs256":  jwtVerifyKey(sha256.New, verifyPKCS1(crypto.SHA256)),
+	"io.jwt.verify_rs384":  jwtVerifyKey(sha512.New384, verifyPKCS1(crypto.SHA384)),
+	"io.jwt.verify_rs512":  jwtVerifyKey(sha512.New, verifyPKCS1(crypto.SHA512)),
+	"io.jwt.verify_ps256":  jwtVerifyKey(sha256.New, verifyPSS(crypto.SHA256)),
+	"io.jwt.verify_ps384":  jwtVerifyKey(sha512.New384, verifyPSS(crypto.SHA384)),
+	"io.jwt.verify_ps512":  jwtVerifyKey(sha512.New, verifyPSS(crypto.SHA512)),
+	"io.jwt.verify_es256":  jwtVerifyKey(sha256.New, verifyECDSA),
+	"io.jwt.verify_es384":  jwtVerifyKey(sha512.New384, verifyECDSA),
+	"io.jwt.verify_es512":  jwtVerifyKey(sha512.New, verifyECDSA),
+	"io.jwt.verify_eddsa":  jwtVerifyKey(nil, verifyEd25519),
+	"io.jwt.decode_verify": opaJWTDecodeVerify,
+}
+
+// jwsVerify checks sig over plaintext with key (a public key, or the secret as bytes for
+// the HMAC algorithms) by the algorithm alg names.
+func jwsVerify(key any, alg string, plaintext, sig []byte) error {
+	hashes := map[string]crypto.Hash{"256": crypto.SHA256, "384": crypto.SHA384, "512": crypto.SHA512}
+	if alg == "EdDSA" {
+		return verifyEd25519(key, plaintext, sig)
+	}
+	if len(alg) != 5 {
+		return fmt.Errorf("unsupported algorithm %q", alg)
+	}
+	h, ok := hashes[alg[2:]]
+	if !ok {
+		return fmt.Errorf("unsupported algorithm %q", alg)
+	}
+	d := h.New()
+	d.Write(plaintext)
+	digest := d.Sum(nil)
+	switch alg[:2] {
+	case "HS":
+		secret, ok := key.([]byte)
+		if !ok {
+			return errors.New("incorrect key type")
+		}
+		mac := hmac.New(h.New, secret)
+		mac.Write(plaintext)
+		if !hmac.Equal(sig, mac.Sum(nil)) {
+			return errors.New("HMAC signature verification error")
+		}
+		return nil
+	case "RS":
+		return verifyPKCS1(h)(key, digest, sig)
+	case "PS":
+		return verifyPSS(h)(key, digest, sig)
+	case "ES":
+		return verifyECDSA(key, digest, sig)
+	}
+	return fmt.Errorf("unsupported algorithm %q", alg)
+}
+
+// opaJWTDecodeVerify is io.jwt.decode_verify(token, constraints): [true, header,
+// payload] when the signature verifies with the constraints' cert (keys as for
+// io.jwt.verify_*) or secret, the algorithm, issuer and audience match those given, and
+// the time (the constraint's, in ns, else the evaluation's) is before exp and not
+// before nbf; [false, {}, {}] otherwise. A token whose cty is JWT is verified, then its
+// payload as a token in turn.
+func opaJWTDecodeVerify(ev *opaEval, args []json.RawMessage) (any, error) {
+	token, err := argString(args, 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(args) < 2 {
+		return nil, errors.New("operand 2 missing")
+	}
+	c, err := jwtConstraints(ev, args[1])
+	if err != nil {
+		return nil, err
+	}
+	unverified := []any{false, map[string]any{}, map[string]any{}}
+	var header, payload map[string]any
+	for {
+		parts, err := jwtParts(token)
+		if err != nil {
+			return nil, err
+		}
+		if header, err = jwtHeader(parts[0]); err != nil {
+			return nil, err
+		}
+		alg, kid, err := jwtHeaderAlgKid(header)
+		if err != nil {
+			return nil, err
+		}
+		if alg == "" || jwtUnknownCritical(header) {
+			return unverified, nil
+		}
+		if c.alg != "" && c.alg != alg {
+			return unverified, nil
+		}
+		sig, err := base64URLDecode(parts[2])
+		if err != nil {
+			return nil, err
+		}
+		if !c.verifies(kid, alg, []byte(parts[0]+"."+parts[1]), sig) {
+			return unverified, nil
+		}
+		raw, err := base64URLDecode(parts[1])
+		if err != nil {
+			return nil, fmt.Errorf("JWT payload had invalid encoding: %w", err)
+		}
+		if cty, _ := header["cty"].(string); strings.EqualFold(cty, "JWT") {
+			token = string(raw)
+			continue
+		}
+		if payload, err = jsonObject(raw); err != nil {
+			return nil, err
+		}
+		break
+	}
+	if c.iss != "" {
+		if iss, ok := payload["iss"].(string); !ok || iss != c.iss {
+			return unverified, nil
+		}
+	}
+	if aud, ok := payload["aud"]; ok {
+		if !c.validAudience(aud) {
+			return unverified, nil
+		}
+	} else if c.aud != "" {
+		return unverified, nil
+	}
+	now := new(big.Float).SetFloat64(c.time / 1e9)
+	for _, claim := range []string{"exp", "nbf"} {
+		v, ok := payload[claim]
+		if !ok {
+			continue
+		}
+		n, ok := v.(json.Number)
+		if !ok {
+			return nil, fmt.Errorf("%s value must be a number", claim)
+		}
+		f, _, err := big.ParseFloat(string(n), 10, 256, big.ToNearestEven)
+		if err != nil {
+			return nil, fmt.Errorf("%s value must be a number", claim)
+		}
+		if claim == "exp" && now.Cmp(f) >= 0 || claim == "nbf" && now.Cmp(f) < 0 {
+			return unverified, nil
+		}
+	}
+	return []any{true, header, payload}, nil
+}
+
+// jwtUnknownCritical reports whether the header's crit names a parameter OPA does not
+// know (alg, kid, typ, cty, crit).
+func jwtUnknownCritical(header map[string]any) bool {
+	crit, _ := header["crit"].([]any)
+	for _, c := range crit {
+		name, _ := c.(string)
+		switch name {
+		case "alg", "kid", "typ", "cty", "crit":
+			continue
+		}
+		if _, ok := header[name]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenConstraints are io.jwt.decode_verify's constraints.
+type tokenConstraints struct {
+	keys               []jwtKey
+	secret, alg        string
+	iss, aud           string
+	time               float64
+	hasKeys, hasSecret bool
+}
+
+func jwtConstraints(ev *opaEval, raw json.RawMessage) (*tokenConstraints, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, errors.New("operand 2 must be object")
+	}
+	c := &tokenConstraints{time: -1}
+	for name, v := range obj {
+		var s string
+		switch name {
+		case "cert", "secret", "alg", "iss", "aud":
+			if err := json.Unmarshal(v, &s); err != nil {
+				return nil, fmt.Errorf("%s constraint: must be a string", name)
+			}
+		}
+		switch name {
+		case "cert":
+			keys, err := jwtKeys(s)
+			if err != nil {
+				return nil, err
+			}
+			c.keys, c.hasKeys = keys, true
+		case "secret":
+			c.secret, c.hasSecret = s, s != ""
+		case "alg":
+			c.alg = s
+		case "iss":
+			c.iss = s
+		case "aud":
+			c.aud = s
+		case "time":
+			var n json.Number
+			if err := json.Unmarshal(v, &n); err != nil {
+				return nil, errors.New("token time constraint: must be a number")
+			}
+			f, err := n.Float64()
+			if err != nil || f < 0 {
+				return nil, errors.New("token time constraint: must not be negative")
+			}
+			c.time = f
+		default:
+			return nil, fmt.Errorf("unknown token validation constraint: %s", name)
+		}
+	}
+	if c.time == -1 {
+		c.time = float64(ev.now.UnixNano())
+	}
+	switch {
+	case c.hasKeys && c.hasSecret:
+		return nil, errors.New("duplicate key constraints")
+	case !c.hasKeys && !c.hasSecret:
+		return nil, errors.New("no key constraint")
+	}
+	return c, nil
+}
+
+// verifies checks a signature as io.jwt.decode_verify does: the key named by kid if the
+// cert has it, else any key without an algorithm or with the token's; or the secret.
+func (c *tokenConstraints) verifies(kid, alg string, plaintext, sig []byte) bool {
+	if !c.hasKeys {
+		return jwsVerify([]byte(c.secret), alg, plaintext, sig) == nil
+	}
+	if kid != "" {
+		for _, k := range c.keys {
+			if k.kid == kid {
+				return jwsVerify(k.key, alg, plaintext, sig) == nil
+			}
+		}
+	}
+	for _, k := range c.keys {
+		if (k.alg == "" || k.alg == alg) && jwsVerify(k.key, alg, plaintext, sig) == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// validAudience: aud is the constraint's audience, or an array holding it.
+func (c *tokenConstraints) validAudience(aud any) bool {
+	switch a := aud.(type) {
+	case string:
+		return a == c.aud
+	case []any:
+		for _, e := range a {
+			if s, ok := e.(string); ok && s == c.aud {
+				return true
+			}
+		}
+	}
+	return false
 }
