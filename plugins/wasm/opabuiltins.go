@@ -51,9 +51,8 @@ type opaBuiltin struct {
 // hostBuiltins are the builtins this host provides to Rego policies: OPA compiles most of
 // the language's builtins into the module itself and leaves these to the host. Those
 // that reach outside the sandbox (http.send, net.lookup_ip_addr, opa.runtime) are not
-// provided, nor, yet, io.jwt.encode_sign*, crypto.x509.* beyond
-// parse_certificates, json.verify_schema, json.match_schema,
-// regex.globs_match, regex.template_match, uuid.parse, graphql.*, rego.parse_module
+// provided, nor, yet, io.jwt.encode_sign*, crypto.x509.* beyond parse_certificates,
+// json.verify_schema, json.match_schema, regex.globs_match, graphql.*, rego.parse_module
 // and providers.aws.sign_req; a policy using one is refused at load. Those that tell
 // sets from arrays are in hostValueBuiltins, the io.jwt verifying ones
 // in jwtVerifyBuiltins.
@@ -101,6 +100,8 @@ var hostBuiltins = map[string]opaBuiltinFunc{
 	"rand.intn":                      opaRandIntn,
 	"strings.render_template":        opaRenderTemplate,
 	"io.jwt.decode":                  opaJWTDecode,
+	"uuid.parse":                     opaUUIDParse,
+	"regex.template_match":           opaRegexTemplateMatch,
 	"crypto.x509.parse_certificates": opaX509ParseCertificates,
 	"time.format":                    opaTimeFormat,
 	"time.diff":                      opaTimeDiff,

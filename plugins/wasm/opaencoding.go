@@ -10,8 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"text/template"
+
+	"github.com/google/uuid"
 )
 
 // opaGlobQuoteMeta is glob.quote_meta(pattern): the glob syntax's special characters
@@ -225,4 +228,93 @@ func opaX509ParseCertificates(_ *opaEval, args []json.RawMessage) (any, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// opaUUIDParse is uuid.parse(s): the version and variant, and for versions 1 and 2 the
+// time (ns), node id, its MAC variables and the clock sequence (and id and domain for
+// version 2). A string that is no UUID is undefined.
+func opaUUIDParse(_ *opaEval, args []json.RawMessage) (any, error) {
+	s, err := argString(args, 0)
+	if err != nil {
+		return nil, err
+	}
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{"version": int(u.Version()), "variant": u.Variant().String()}
+	if v := u.Version(); v == 1 || v == 2 {
+		sec, nsec := u.Time().UnixTime()
+		out["time"] = sec*1e9 + nsec
+		node := u.NodeID()
+		hexs := make([]string, len(node))
+		for i, b := range node {
+			hexs[i] = fmt.Sprintf("%02x", b)
+		}
+		out["nodeid"] = strings.Join(hexs, "-")
+		switch {
+		case node[0]&0b11 == 0b11:
+			out["macvariables"] = "local:multicast"
+		case node[0]&0b01 == 0b01:
+			out["macvariables"] = "global:multicast"
+		case node[0]&0b10 == 0b10:
+			out["macvariables"] = "local:unicast"
+		default:
+			out["macvariables"] = "global:unicast"
+		}
+		out["clocksequence"] = u.ClockSequence()
+		if v == 2 {
+			out["id"] = int(u.ID())
+			out["domain"] = u.Domain().String()
+		}
+	}
+	return out, nil
+}
+
+// opaRegexTemplateMatch is regex.template_match(template, value, start, end): the
+// template's text outside the one-character delimiters matched literally, the text
+// inside each pair as a regular expression.
+func opaRegexTemplateMatch(_ *opaEval, args []json.RawMessage) (any, error) {
+	var s [4]string
+	for i := range s {
+		var err error
+		if s[i], err = argString(args, i); err != nil {
+			return nil, err
+		}
+	}
+	tpl, value, start, end := s[0], s[1], s[2], s[3]
+	if len(start) != 1 || len(end) != 1 {
+		return nil, errors.New("delimiters have to be exactly one character long")
+	}
+	var pattern strings.Builder
+	pattern.WriteByte('^')
+	level, open, last := 0, 0, 0
+	for i := 0; i < len(tpl); i++ {
+		switch tpl[i] {
+		case start[0]:
+			if level++; level == 1 {
+				open = i
+			}
+		case end[0]:
+			if level--; level < 0 {
+				return nil, fmt.Errorf("unbalanced braces in %q", tpl)
+			} else if level == 0 {
+				inner := tpl[open+1 : i]
+				if _, err := regexp.Compile("^" + inner + "$"); err != nil {
+					return nil, err
+				}
+				fmt.Fprintf(&pattern, "%s(%s)", regexp.QuoteMeta(tpl[last:open]), inner)
+				last = i + 1
+			}
+		}
+	}
+	if level != 0 {
+		return nil, fmt.Errorf("unbalanced braces in %q", tpl)
+	}
+	pattern.WriteString(regexp.QuoteMeta(tpl[last:]) + "$")
+	re, err := regexp.Compile(pattern.String())
+	if err != nil {
+		return nil, err
+	}
+	return re.MatchString(value), nil
 }
