@@ -410,6 +410,7 @@ func TestRegoHostBuiltinsMatchOPA(t *testing.T) {
 		{"reachable-paths-missing", "set graph.reachable_paths", []any{map[string]any{"a": []any{"x"}}, []any{"a", "z"}}},
 	}
 	cases = append(cases, jwtVerifyCases(t)...)
+	cases = append(cases, x509Cases(t)...)
 	var src strings.Builder
 	src.WriteString("package probe\n\nimport rego.v1\n\n")
 	params := map[string]any{}

@@ -51,11 +51,11 @@ type opaBuiltin struct {
 // hostBuiltins are the builtins this host provides to Rego policies: OPA compiles most of
 // the language's builtins into the module itself and leaves these to the host. Those
 // that reach outside the sandbox (http.send, net.lookup_ip_addr, opa.runtime) are not
-// provided, nor, yet, io.jwt.encode_sign*, crypto.x509.* beyond parse_certificates,
-// json.verify_schema, json.match_schema, regex.globs_match, graphql.*, rego.parse_module
-// and providers.aws.sign_req; a policy using one is refused at load. Those that tell
-// sets from arrays are in hostValueBuiltins, the io.jwt verifying ones
-// in jwtVerifyBuiltins.
+// provided, nor, yet, io.jwt.encode_sign*, crypto.x509.parse_keypair,
+// crypto.x509.parse_rsa_private_key, json.verify_schema, json.match_schema,
+// regex.globs_match, graphql.*, rego.parse_module and providers.aws.sign_req; a policy
+// using one is refused at load. Those that tell sets from arrays are in
+// hostValueBuiltins, the io.jwt verifying ones in jwtVerifyBuiltins.
 var hostBuiltins = map[string]opaBuiltinFunc{
 	"sprintf":                  opaSprintf,
 	"units.parse":              stringFunc(unitsParse),
@@ -103,8 +103,18 @@ var hostBuiltins = map[string]opaBuiltinFunc{
 	"uuid.parse":                     opaUUIDParse,
 	"regex.template_match":           opaRegexTemplateMatch,
 	"crypto.x509.parse_certificates": opaX509ParseCertificates,
-	"time.format":                    opaTimeFormat,
-	"time.diff":                      opaTimeDiff,
+	"crypto.x509.parse_and_verify_certificates": func(_ *opaEval, args []json.RawMessage) (any, error) {
+		return opaX509ParseAndVerify(args[:min(len(args), 1)])
+	},
+	"crypto.x509.parse_and_verify_certificates_with_options": func(_ *opaEval, args []json.RawMessage) (any, error) {
+		if len(args) != 2 {
+			return nil, fmt.Errorf("takes 2 arguments, got %d", len(args))
+		}
+		return opaX509ParseAndVerify(args)
+	},
+	"crypto.x509.parse_certificate_request": opaX509ParseCertificateRequest,
+	"time.format":                           opaTimeFormat,
+	"time.diff":                             opaTimeDiff,
 	"time.date": timeFunc(func(t time.Time) any {
 		y, m, d := t.Date()
 		return []int{y, int(m), d}

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"text/template"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -184,8 +185,18 @@ func opaX509ParseCertificates(_ *opaEval, args []json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	certs, err := parseCertificates(s)
+	if err != nil {
+		return nil, err
+	}
+	return certificatesValue(certs, true)
+}
+
+// parseCertificates reads certificates as PEM, base64 of PEM, or base64 of DER.
+func parseCertificates(s string) ([]*x509.Certificate, error) {
 	data := []byte(s)
 	if !strings.HasPrefix(s, "-----BEGIN") {
+		var err error
 		if data, err = base64.StdEncoding.DecodeString(s); err != nil {
 			return nil, err
 		}
@@ -205,29 +216,173 @@ func opaX509ParseCertificates(_ *opaEval, args []json.RawMessage) (any, error) {
 		}
 		data = der
 	}
-	certs, err := x509.ParseCertificates(data)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]x509Certificate, len(certs))
-	for i, c := range certs {
-		out[i].Certificate = *c
-		for _, u := range c.URIs {
-			out[i].URIStrings = append(out[i].URIStrings, u.String())
+	return x509.ParseCertificates(data)
+}
+
+// certificatesValue is certs as OPA answers them: Go's x509.Certificate through JSON,
+// with the URIs as strings (URIStrings) when withURIs.
+func certificatesValue(certs []*x509.Certificate, withURIs bool) (any, error) {
+	var v any = certs
+	if withURIs {
+		out := make([]x509Certificate, len(certs))
+		for i, c := range certs {
+			out[i].Certificate = *c
+			for _, u := range c.URIs {
+				out[i].URIStrings = append(out[i].URIStrings, u.String())
+			}
 		}
+		v = out
 	}
-	// Through JSON, as OPA builds the value.
-	js, err := json.Marshal(out)
+	return throughJSON(v)
+}
+
+// throughJSON is v marshalled and read back with numbers kept exact.
+func throughJSON(v any) (any, error) {
+	js, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	var v any
+	var out any
 	d := json.NewDecoder(bytes.NewReader(js))
 	d.UseNumber()
-	if err := d.Decode(&v); err != nil {
+	if err := d.Decode(&out); err != nil {
 		return nil, err
 	}
-	return v, nil
+	return out, nil
+}
+
+// opaX509ParseAndVerify is crypto.x509.parse_and_verify_certificates(certs) and, with
+// options (DNSName, CurrentTime in ns, MaxConstraintComparisons, KeyUsages),
+// crypto.x509.parse_and_verify_certificates_with_options: the first certificate is the
+// root, the last the leaf, those between intermediates; [true, chain from the leaf] or
+// [false, []].
+func opaX509ParseAndVerify(args []json.RawMessage) (any, error) {
+	s, err := argString(args, 0)
+	if err != nil {
+		return nil, err
+	}
+	var opts x509.VerifyOptions
+	withOptions := len(args) > 1
+	if withOptions {
+		if opts, err = x509VerifyOptions(args[1]); err != nil {
+			return nil, err
+		}
+	}
+	invalid := []any{false, []any{}}
+	certs, err := parseCertificates(s)
+	if err != nil || len(certs) < 2 {
+		// A chain needs a root and a leaf at least.
+		return invalid, nil
+	}
+	opts.Roots = x509.NewCertPool()
+	opts.Roots.AddCert(certs[0])
+	opts.Intermediates = x509.NewCertPool()
+	for _, c := range certs[1 : len(certs)-1] {
+		opts.Intermediates.AddCert(c)
+	}
+	chains, err := certs[len(certs)-1].Verify(opts)
+	if err != nil {
+		return invalid, nil
+	}
+	v, err := certificatesValue(chains[0], !withOptions)
+	if err != nil {
+		return nil, err
+	}
+	return []any{true, v}, nil
+}
+
+// x509KeyUsages are the names KeyUsages accepts.
+var x509KeyUsages = map[string]x509.ExtKeyUsage{
+	"KeyUsageAny": x509.ExtKeyUsageAny, "KeyUsageServerAuth": x509.ExtKeyUsageServerAuth,
+	"KeyUsageClientAuth": x509.ExtKeyUsageClientAuth, "KeyUsageCodeSigning": x509.ExtKeyUsageCodeSigning,
+	"KeyUsageEmailProtection": x509.ExtKeyUsageEmailProtection, "KeyUsageIPSECEndSystem": x509.ExtKeyUsageIPSECEndSystem,
+	"KeyUsageIPSECTunnel": x509.ExtKeyUsageIPSECTunnel, "KeyUsageIPSECUser": x509.ExtKeyUsageIPSECUser,
+	"KeyUsageTimeStamping": x509.ExtKeyUsageTimeStamping, "KeyUsageOCSPSigning": x509.ExtKeyUsageOCSPSigning,
+	"KeyUsageMicrosoftServerGatedCrypto":     x509.ExtKeyUsageMicrosoftServerGatedCrypto,
+	"KeyUsageNetscapeServerGatedCrypto":      x509.ExtKeyUsageNetscapeServerGatedCrypto,
+	"KeyUsageMicrosoftCommercialCodeSigning": x509.ExtKeyUsageMicrosoftCommercialCodeSigning,
+	"KeyUsageMicrosoftKernelCodeSigning":     x509.ExtKeyUsageMicrosoftKernelCodeSigning,
+}
+
+func x509VerifyOptions(raw json.RawMessage) (x509.VerifyOptions, error) {
+	var opts x509.VerifyOptions
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return opts, errors.New("operand 2 must be object")
+	}
+	for k, v := range obj {
+		switch k {
+		case "DNSName":
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return opts, errors.New("'DNSName' should be a string")
+			}
+			opts.DNSName = strings.Trim(s, `"`)
+		case "CurrentTime":
+			ns, err := argInt([]json.RawMessage{v}, 0)
+			if err != nil {
+				return opts, errors.New("'CurrentTime' should be a valid int64 number")
+			}
+			opts.CurrentTime = time.Unix(0, ns)
+		case "MaxConstraintComparisons":
+			n, err := argInt([]json.RawMessage{v}, 0)
+			if err != nil {
+				return opts, errors.New("'MaxConstraintComparisons' should be a valid number")
+			}
+			opts.MaxConstraintComparisions = int(n)
+		case "KeyUsages":
+			var names []any
+			if err := json.Unmarshal(v, &names); err != nil {
+				return opts, errors.New("'KeyUsages' should be an Array or Set")
+			}
+			var invalid []string
+			for _, n := range names {
+				s, ok := n.(string)
+				if !ok {
+					continue
+				}
+				s = strings.Trim(s, `"`)
+				if u, ok := x509KeyUsages[s]; ok {
+					opts.KeyUsages = append(opts.KeyUsages, u)
+				} else {
+					invalid = append(invalid, s)
+				}
+			}
+			if len(invalid) > 0 {
+				return x509.VerifyOptions{}, fmt.Errorf("invalid entries for 'KeyUsages' found: %s", invalid)
+			}
+		default:
+			return opts, errors.New("invalid key option")
+		}
+	}
+	return opts, nil
+}
+
+// opaX509ParseCertificateRequest is crypto.x509.parse_certificate_request(csr): PEM or
+// base64 of PEM or DER, answered as Go's x509.CertificateRequest through JSON.
+func opaX509ParseCertificateRequest(_ *opaEval, args []json.RawMessage) (any, error) {
+	s, err := argString(args, 0)
+	if err != nil {
+		return nil, err
+	}
+	data := []byte(s)
+	if !strings.HasPrefix(s, "-----BEGIN CERTIFICATE REQUEST-----") {
+		if data, err = base64.StdEncoding.DecodeString(s); err != nil {
+			return nil, err
+		}
+	}
+	block, _ := pem.Decode(data)
+	if block != nil && block.Type != "CERTIFICATE REQUEST" {
+		return nil, errors.New("invalid PEM-encoded certificate signing request")
+	}
+	if block != nil {
+		data = block.Bytes
+	}
+	csr, err := x509.ParseCertificateRequest(data)
+	if err != nil {
+		return nil, err
+	}
+	return throughJSON(csr)
 }
 
 // opaUUIDParse is uuid.parse(s): the version and variant, and for versions 1 and 2 the

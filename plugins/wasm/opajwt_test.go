@@ -205,12 +205,7 @@ func TestJWTVerifyAnswers(t *testing.T) {
 		"dv-no-aud-claim": true, "dv-exp-string": nil, "dv-no-alg": false, "dv-crit-unknown": false, "dv-nested": true,
 		"dv-no-key": nil, "dv-two-keys": nil, "dv-unknown-constraint": nil}
 	for _, c := range jwtVerifyCases(t) {
-		var args []json.RawMessage
-		for _, a := range c.args {
-			js, _ := json.Marshal(a)
-			args = append(args, js)
-		}
-		got, err := jwtVerifyBuiltins[c.fn](&opaEval{}, args)
+		got, err := jwtVerifyBuiltins[c.fn](&opaEval{}, jsonArgs(t, c.args))
 		if err != nil {
 			got = nil
 		}
