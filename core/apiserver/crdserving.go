@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/kube-openapi/pkg/handler"
+	"k8s.io/kube-openapi/pkg/spec3"
 )
 
 var crdResource = apiextensionsv1.Resource("customresourcedefinitions")
@@ -326,12 +327,20 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 	}
 	*cur.terminating = terminating
 	cur.stores = nil
+	// Apply merges lists and maps as the schemas' list-type and map-type say. One type
+	// converter knows every version, as kube-apiserver's does: a manager's fields kept
+	// in another version are typed in that version's schema.
+	applyTypes, err := applyTypeConverter(crd)
+	if err != nil {
+		c.log.Warn("building the apply type converter of a custom resource", "crd", crd.Name, "err", err)
+	}
 	var defs []endpoints.Definition
 	for _, v := range versions {
 		res := v.Resource
 		res.StoragePrefix = prefix
 		res.Warning = v.Deprecation
 		res.DefaultOnlyIfAdmissionChanged = true
+		res.Convertor = converter
 		coerce := v.Coerce
 		res.Prune = func(obj runtime.Object) ([]string, error) {
 			u, ok := obj.(*unstructured.Unstructured)
@@ -386,13 +395,8 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 			c.log.Warn("building the OpenAPI document of a custom resource", "crd", crd.Name, "version", res.GroupVersion.Version, "err", err)
 		} else {
 			d.OpenAPIV3 = doc
-			// Apply merges lists and maps as the schema's list-type and map-type say.
-			if tc, err := managedfields.NewTypeConverter(doc.Components.Schemas, preserveUnknown(crd)); err == nil {
-				res.TypeConverter = tc
-			} else {
-				c.log.Warn("building the apply type converter of a custom resource", "crd", crd.Name, "version", res.GroupVersion.Version, "err", err)
-			}
 		}
+		res.TypeConverter = applyTypes
 		if v2, err := builder.BuildOpenAPIV2(crd, res.GroupVersion.Version, builder.Options{V2: true, IncludeSelectableFields: true}); err != nil {
 			c.log.Warn("building the OpenAPI v2 definitions of a custom resource", "crd", crd.Name, "version", res.GroupVersion.Version, "err", err)
 		} else {
@@ -518,6 +522,23 @@ func unionAttrs(fns []func(runtime.Object) (labels.Set, fields.Set, error)) func
 
 // preserveUnknown tells whether a CRD keeps fields its schema does not name (the
 // deprecated top-level flag), which apply's type converter must know.
+// applyTypeConverter types the objects of every version of crd for server-side apply.
+func applyTypeConverter(crd *apiextensionsv1.CustomResourceDefinition) (managedfields.TypeConverter, error) {
+	var specs []*spec3.OpenAPI
+	for _, v := range crd.Spec.Versions {
+		doc, err := builder.BuildOpenAPIV3(crd, v.Name, builder.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("version %s: %w", v.Name, err)
+		}
+		specs = append(specs, doc)
+	}
+	merged, err := builder.MergeSpecsV3(specs...)
+	if err != nil {
+		return nil, err
+	}
+	return managedfields.NewTypeConverter(merged.Components.Schemas, preserveUnknown(crd))
+}
+
 func preserveUnknown(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	return crd.Spec.PreserveUnknownFields
 }

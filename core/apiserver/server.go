@@ -781,6 +781,7 @@ func fieldManagers(scheme *runtime.Scheme, tc managedfields.TypeConverter, res *
 	if res.TypeConverter != nil {
 		cfg.TypeConverter = res.TypeConverter
 	}
+	cfg.Convertor = res.Convertor
 	if res.StatusStrategy != nil {
 		cfg.Subresources = []string{apply.Status}
 		if cfg.ResetFields == nil {

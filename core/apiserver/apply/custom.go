@@ -8,11 +8,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// customConvertor converts custom objects between the versions of their CRD the way a
-// CRD without a conversion webhook does (conversion strategy None): only apiVersion
-// changes. The field managers convert to the kind's own version, so for them this is the
-// identity with the version set.
-type customConvertor struct{}
+// customConvertor converts custom objects between the versions of their CRD for the
+// field managers: through the CRD's conversion webhook when it has one, so that a
+// manager's fields recorded in another version are compared in that version's shape (as
+// kube-apiserver does); otherwise as a CRD without one does (conversion strategy None):
+// only apiVersion changes.
+type customConvertor struct {
+	webhook runtime.ObjectConvertor
+}
 
 // Convert implements runtime.ObjectConvertor.
 func (customConvertor) Convert(in, out, _ any) error {
@@ -26,7 +29,7 @@ func (customConvertor) Convert(in, out, _ any) error {
 }
 
 // ConvertToVersion implements runtime.ObjectConvertor.
-func (customConvertor) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+func (c customConvertor) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
 	u, ok := in.(runtime.Unstructured)
 	if !ok {
 		return nil, fmt.Errorf("a custom object must be Unstructured, not %T", in)
@@ -41,6 +44,9 @@ func (customConvertor) ConvertToVersion(in runtime.Object, target runtime.GroupV
 	to, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{gvk})
 	if !ok {
 		return nil, fmt.Errorf("%s cannot be converted to %v", gvk, target)
+	}
+	if c.webhook != nil && to != gvk {
+		return c.webhook.ConvertToVersion(out, target)
 	}
 	out.GetObjectKind().SetGroupVersionKind(to)
 	return out, nil

@@ -79,6 +79,9 @@ type Config struct {
 	// not know, served without conversion between versions, and free to carry fields
 	// their schema preserves without naming.
 	Custom bool
+	// Convertor converts custom objects between versions (the CRD's conversion webhook);
+	// nil = only apiVersion changes. Built-in kinds convert through Scheme.
+	Convertor runtime.ObjectConvertor
 }
 
 // Managers holds a resource's field managers by subresource.
@@ -110,7 +113,7 @@ func NewManagers(cfg Config) (*Managers, error) {
 		var fm *managedfields.FieldManager
 		var err error
 		if cfg.Custom {
-			fm, err = managedfields.NewDefaultCRDFieldManager(tc, customConvertor{}, def, customCreater{}, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
+			fm, err = managedfields.NewDefaultCRDFieldManager(tc, customConvertor{webhook: cfg.Convertor}, def, customCreater{}, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
 		} else {
 			fm, err = managedfields.NewDefaultFieldManager(tc, cfg.Scheme, def, cfg.Scheme, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
 		}

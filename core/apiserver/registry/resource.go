@@ -109,6 +109,11 @@ type Resource struct {
 	// (list types, map keys); nil = the server's converter for the kind. A custom resource
 	// sets its structural schema's.
 	TypeConverter managedfields.TypeConverter
+	// Convertor converts the objects of a custom resource between its versions for
+	// server-side apply and managedFields (a manager's fields are kept in the version it
+	// wrote): its conversion webhook; nil = only apiVersion changes (conversion strategy
+	// None).
+	Convertor runtime.ObjectConvertor
 	// ResetFields are, by subresource ("" for the object, "status"), the fields a write
 	// through that endpoint cannot set and so does not own (Kubernetes' GetResetFields);
 	// nil = status for the object and spec for its status when StatusStrategy is set.
