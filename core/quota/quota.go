@@ -6,6 +6,7 @@ package quota
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -360,8 +361,15 @@ func PodCounts(pod *corev1.Pod, now time.Time) bool {
 	return true
 }
 
+// Scoped reports whether q has scopes or a scope selector.
+func Scoped(q *corev1.ResourceQuota) bool {
+	return len(q.Spec.Scopes) > 0 || q.Spec.ScopeSelector != nil
+}
+
 // Matches reports whether quota q applies to obj of gr: a quota with scopes or a scope
-// selector applies to pods only, and only to those its scopes select.
+// selector applies to the pods and PersistentVolumeClaims its scopes select only (the
+// VolumeAttributesClass scope selects claims, the others pods), as Kubernetes' pod and
+// claim evaluators match them.
 func Matches(q *corev1.ResourceQuota, gr schema.GroupResource, obj runtime.Object) bool {
 	var selectors []corev1.ScopedResourceSelectorRequirement
 	for _, s := range q.Spec.Scopes {
@@ -371,6 +379,14 @@ func Matches(q *corev1.ResourceQuota, gr schema.GroupResource, obj runtime.Objec
 		selectors = append(selectors, q.Spec.ScopeSelector.MatchExpressions...)
 	}
 	if len(selectors) == 0 {
+		return true
+	}
+	if pvc, ok := obj.(*corev1.PersistentVolumeClaim); ok && gr.Resource == "persistentvolumeclaims" {
+		for _, s := range selectors {
+			if !pvcMatchesScope(pvc, s) {
+				return false
+			}
+		}
 		return true
 	}
 	pod, ok := obj.(*corev1.Pod)
@@ -383,6 +399,42 @@ func Matches(q *corev1.ResourceQuota, gr schema.GroupResource, obj runtime.Objec
 		}
 	}
 	return true
+}
+
+// pvcMatchesScope matches a claim against the VolumeAttributesClass scope by every class
+// it names: desired (spec), current and target of a modification in progress (status).
+func pvcMatchesScope(pvc *corev1.PersistentVolumeClaim, s corev1.ScopedResourceSelectorRequirement) bool {
+	if s.ScopeName != corev1.ResourceQuotaScopeVolumeAttributesClass {
+		return false
+	}
+	classes := sets.New[string]()
+	for _, c := range []*string{pvc.Spec.VolumeAttributesClassName, pvc.Status.CurrentVolumeAttributesClassName} {
+		if c != nil && *c != "" {
+			classes.Insert(*c)
+		}
+	}
+	if m := pvc.Status.ModifyVolumeStatus; m != nil && m.TargetVolumeAttributesClassName != "" {
+		classes.Insert(m.TargetVolumeAttributesClassName)
+	}
+	switch s.Operator {
+	case corev1.ScopeSelectorOpExists:
+		return classes.Len() > 0
+	case corev1.ScopeSelectorOpDoesNotExist:
+		return classes.Len() == 0
+	case corev1.ScopeSelectorOpIn:
+		return classes.HasAny(s.Values...)
+	case corev1.ScopeSelectorOpNotIn:
+		// As a label selector reads it: some class not among the values, or none at all.
+		if classes.Len() == 0 {
+			return true
+		}
+		for c := range classes {
+			if !slices.Contains(s.Values, c) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func podMatchesScope(pod *corev1.Pod, s corev1.ScopedResourceSelectorRequirement) bool {

@@ -106,6 +106,24 @@ func TestMatchesScopes(t *testing.T) {
 	}
 	sel := &corev1.ResourceQuota{Spec: corev1.ResourceQuotaSpec{ScopeSelector: &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{
 		{ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: corev1.ScopeSelectorOpIn, Values: []string{"high"}}}}}}
+	pvcGR := schema.GroupResource{Resource: "persistentvolumeclaims"}
+	vac := func(op corev1.ScopeSelectorOperator, values ...string) *corev1.ResourceQuota {
+		return &corev1.ResourceQuota{Spec: corev1.ResourceQuotaSpec{ScopeSelector: &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{
+			{ScopeName: corev1.ResourceQuotaScopeVolumeAttributesClass, Operator: op, Values: values}}}}}
+	}
+	claim := func(spec, current, target string) *corev1.PersistentVolumeClaim {
+		c := &corev1.PersistentVolumeClaim{}
+		if spec != "" {
+			c.Spec.VolumeAttributesClassName = &spec
+		}
+		if current != "" {
+			c.Status.CurrentVolumeAttributesClassName = &current
+		}
+		if target != "" {
+			c.Status.ModifyVolumeStatus = &corev1.ModifyVolumeStatus{TargetVolumeAttributesClassName: target}
+		}
+		return c
+	}
 	tests := []struct {
 		name string
 		q    *corev1.ResourceQuota
@@ -121,6 +139,19 @@ func TestMatchesScopes(t *testing.T) {
 		{"not terminating", q(corev1.ResourceQuotaScopeNotTerminating), podGR, term, false},
 		{"priority class in", sel, podGR, be, true},
 		{"priority class not in", sel, podGR, term, false},
+		{"volume attributes class: a pod", vac(corev1.ScopeSelectorOpIn, "gold"), podGR, be, false},
+		{"volume attributes class: spec in", vac(corev1.ScopeSelectorOpIn, "gold"), pvcGR, claim("gold", "", ""), true},
+		{"volume attributes class: current in", vac(corev1.ScopeSelectorOpIn, "gold"), pvcGR, claim("silver", "gold", ""), true},
+		{"volume attributes class: target in", vac(corev1.ScopeSelectorOpIn, "gold"), pvcGR, claim("", "", "gold"), true},
+		{"volume attributes class: not in", vac(corev1.ScopeSelectorOpIn, "gold"), pvcGR, claim("silver", "", ""), false},
+		{"volume attributes class: none, in", vac(corev1.ScopeSelectorOpIn, "gold"), pvcGR, claim("", "", ""), false},
+		{"volume attributes class: exists", vac(corev1.ScopeSelectorOpExists), pvcGR, claim("silver", "", ""), true},
+		{"volume attributes class: exists, none", vac(corev1.ScopeSelectorOpExists), pvcGR, claim("", "", ""), false},
+		{"volume attributes class: does not exist", vac(corev1.ScopeSelectorOpDoesNotExist), pvcGR, claim("", "", ""), true},
+		{"volume attributes class: notin, other", vac(corev1.ScopeSelectorOpNotIn, "gold"), pvcGR, claim("gold", "silver", ""), true},
+		{"volume attributes class: notin, only it", vac(corev1.ScopeSelectorOpNotIn, "gold"), pvcGR, claim("gold", "gold", ""), false},
+		{"volume attributes class: notin, none", vac(corev1.ScopeSelectorOpNotIn, "gold"), pvcGR, claim("", "", ""), true},
+		{"pod scope on a claim", q(corev1.ResourceQuotaScopeBestEffort), pvcGR, claim("gold", "", ""), false},
 	}
 	for _, tt := range tests {
 		if got := Matches(tt.q, tt.gr, tt.obj); got != tt.want {

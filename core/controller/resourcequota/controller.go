@@ -228,6 +228,9 @@ type usageCache struct {
 	// pvcs is what the namespace's PersistentVolumeClaims cost beyond their count
 	// (quota.PVCUsage), once read.
 	pvcs corev1.ResourceList
+	// pvcList are the namespace's claims, once read for a scoped quota.
+	pvcList   []corev1.PersistentVolumeClaim
+	pvcListOK bool
 	// claims is what the namespace's ResourceClaims cost beyond their count, once read.
 	claims corev1.ResourceList
 }
@@ -239,6 +242,19 @@ func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1
 	for name := range q.Spec.Hard {
 		if quota.ChargesPods(name) {
 			needPods = true
+			continue
+		}
+		if quota.Scoped(q) && (quota.ChargesPVCs(name) || name == quota.CountName(pvcsGR) || name == corev1.ResourcePersistentVolumeClaims) {
+			// A scope may select claims (VolumeAttributesClass): count those it selects.
+			scoped, err := u.scopedPVCUsage(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			if v, ok := scoped[name]; ok {
+				used[name] = v
+			} else {
+				used[name] = resource.MustParse("0")
+			}
 			continue
 		}
 		if sum := u.summed(name); sum != nil {
@@ -373,6 +389,30 @@ func (u *usageCache) pvcUsage(ctx context.Context) (corev1.ResourceList, error) 
 		}
 		return list.Items, nil
 	}, quota.PVCUsage)
+}
+
+// pvcsGR is PersistentVolumeClaims' group resource.
+var pvcsGR = schema.GroupResource{Resource: "persistentvolumeclaims"}
+
+// scopedPVCUsage is the count and cost of the claims scoped quota q selects.
+func (u *usageCache) scopedPVCUsage(ctx context.Context, q *corev1.ResourceQuota) (corev1.ResourceList, error) {
+	if !u.pvcListOK {
+		list, err := u.c.client.CoreV1().PersistentVolumeClaims(u.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing persistent volume claims of %s: %w", u.ns, err)
+		}
+		u.pvcList, u.pvcListOK = list.Items, true
+		u.c.watch(pvcsGVR)
+	}
+	one := *resource.NewQuantity(1, resource.DecimalSI)
+	total := corev1.ResourceList{}
+	for i := range u.pvcList {
+		if quota.Matches(q, pvcsGR, &u.pvcList[i]) {
+			total = quota.Add(total, quota.PVCUsage(&u.pvcList[i]))
+			total = quota.Add(total, corev1.ResourceList{corev1.ResourcePersistentVolumeClaims: one, quota.CountName(pvcsGR): one})
+		}
+	}
+	return total, nil
 }
 
 // claimsGVR is the served version of DRA ResourceClaims.

@@ -31,6 +31,15 @@ func TestSyncRecomputesUsage(t *testing.T) {
 	done.Name, done.Status.Phase = "b", corev1.PodSucceeded
 	other := running.DeepCopy()
 	other.Name, other.Namespace = "c", "elsewhere"
+	claim := func(name, class string, size string) *corev1.PersistentVolumeClaim {
+		c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+			Spec: corev1.PersistentVolumeClaimSpec{Resources: corev1.VolumeResourceRequirements{Requests: rl("storage", size)}}}
+		if class != "" {
+			c.Spec.VolumeAttributesClassName = &class
+		}
+		return c
+	}
+	gold, silver, plain := claim("gold", "gold", "1Gi"), claim("silver", "silver", "2Gi"), claim("plain", "", "4Gi")
 	cmMeta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "ns"}}
 
 	tests := []struct {
@@ -38,18 +47,24 @@ func TestSyncRecomputesUsage(t *testing.T) {
 		hard  corev1.ResourceList
 		used  corev1.ResourceList // stale status before the sync
 		scope []corev1.ResourceQuotaScope
+		sel   *corev1.ScopeSelector
 		want  corev1.ResourceList
 	}{
 		{name: "counts and compute", hard: rl("pods", "5", "count/pods", "5", "requests.cpu", "2", "configmaps", "3", "count/deployments.apps", "2"),
 			used: rl("pods", "4"), want: rl("pods", "1", "count/pods", "2", "requests.cpu", "250m", "configmaps", "1", "count/deployments.apps", "0")},
 		{name: "scoped quota counts matching pods only", hard: rl("pods", "5", "configmaps", "3"), scope: []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeBestEffort},
 			want: rl("pods", "0", "configmaps", "0")},
+		{name: "volume attributes class scope counts the claims it selects", hard: rl("persistentvolumeclaims", "5", "requests.storage", "10Gi", "pods", "3"),
+			sel: &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{
+				{ScopeName: corev1.ResourceQuotaScopeVolumeAttributesClass, Operator: corev1.ScopeSelectorOpIn, Values: []string{"gold"}}}},
+			want: rl("persistentvolumeclaims", "1", "requests.storage", "1Gi", "pods", "0")},
+		{name: "unscoped quota counts every claim", hard: rl("requests.storage", "10Gi"), want: rl("requests.storage", "7Gi")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns"},
-				Spec: corev1.ResourceQuotaSpec{Hard: tt.hard, Scopes: tt.scope}, Status: corev1.ResourceQuotaStatus{Used: tt.used}}
-			client := fake.NewClientset(q, running, done, other)
+				Spec: corev1.ResourceQuotaSpec{Hard: tt.hard, Scopes: tt.scope, ScopeSelector: tt.sel}, Status: corev1.ResourceQuotaStatus{Used: tt.used}}
+			client := fake.NewClientset(q, running, done, other, gold, silver, plain)
 			client.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{
 				{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "pods", Namespaced: true, Kind: "Pod"}, {Name: "configmaps", Namespaced: true, Kind: "ConfigMap"}}},
 			}
