@@ -26,8 +26,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/registry/rest"
 
+	"github.com/wasmplane/wasmplane/core/apiserver/customresource/rulecheck"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 )
 
@@ -151,6 +153,15 @@ func buildVersion(crd *apiextensionsv1.CustomResourceDefinition, v apiextensions
 	typer := unstructuredTyper{}
 	lib := crstrategy.NewStrategy(typer, namespaced, kind, validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
 	co := &coercer{kind: kind, structural: structural, preserve: crd.Spec.PreserveUnknownFields}
+	var quick *quickValidation
+	if rules := rulecheck.New(structural, celconfig.PerCallLimit); rules != nil {
+		bare := structural.DeepCopy()
+		withoutRules(bare)
+		quick = &quickValidation{
+			rules: rules,
+			lib:   crstrategy.NewStrategy(typer, namespaced, kind, validator, statusValidator, bare, statusSpec, scaleSpec, v.SelectableFields),
+		}
+	}
 	printer, err := newPrinter(columnsFor(v))
 	if err != nil {
 		return nil, err
@@ -164,7 +175,7 @@ func buildVersion(crd *apiextensionsv1.CustomResourceDefinition, v apiextensions
 			l.SetGroupVersionKind(gv.WithKind(names.ListKind))
 			return l
 		},
-		Strategy: &strategy{lib: lib, coerce: co},
+		Strategy: &strategy{lib: lib, coerce: co, quick: quick},
 		GetAttrs: lib.GetAttrs,
 		Printer:  printer,
 	}
@@ -312,6 +323,34 @@ func hasDefaults(s *structuralschema.Structural) bool {
 type strategy struct {
 	lib    libStrategy
 	coerce *coercer
+	// quick, when set, answers for objects that are valid; lib still answers for every
+	// object that is not, so errors keep the library's form.
+	quick *quickValidation
+}
+
+// quickValidation validates an object that passes in two cheap steps: the library's
+// strategy over the schema without its CEL rules (everything but CEL, exactly as the
+// full strategy checks it), then the rules by a checker built once for the version.
+// Both finding nothing is exactly the case where the full strategy finds nothing.
+type quickValidation struct {
+	rules *rulecheck.Checker
+	lib   libStrategy
+}
+
+// withoutRules drops every x-kubernetes-validations rule of s, in place.
+func withoutRules(s *structuralschema.Structural) {
+	if s == nil {
+		return
+	}
+	s.XValidations = nil
+	withoutRules(s.Items)
+	if s.AdditionalProperties != nil {
+		withoutRules(s.AdditionalProperties.Structural)
+	}
+	for k, p := range s.Properties {
+		withoutRules(&p)
+		s.Properties[k] = p
+	}
 }
 
 func (s *strategy) Default(obj runtime.Object) {
@@ -334,10 +373,20 @@ func (s *strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object
 }
 
 func (s *strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	if u, ok := obj.(*unstructured.Unstructured); ok && s.quick != nil &&
+		len(s.quick.lib.Validate(ctx, obj)) == 0 && s.quick.rules.Passes(ctx, u.Object, celconfig.RuntimeCELCostBudget) {
+		return nil
+	}
 	return withoutMetadata(s.lib.Validate(ctx, obj))
 }
 
 func (s *strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	// The checker holds no rule that reads oldSelf, so the old object only matters to
+	// ratcheting, which turns errors into warnings: with no errors it changes nothing.
+	if u, ok := obj.(*unstructured.Unstructured); ok && s.quick != nil &&
+		len(s.quick.lib.ValidateUpdate(ctx, obj, old)) == 0 && s.quick.rules.Passes(ctx, u.Object, celconfig.RuntimeCELCostBudget) {
+		return nil
+	}
 	return withoutMetadata(s.lib.ValidateUpdate(ctx, obj, old))
 }
 
