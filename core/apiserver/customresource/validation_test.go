@@ -17,8 +17,9 @@ import (
 
 // rulesCRD is a CRD whose spec has 20 fields (strings with a length limit, integers
 // with a minimum) and 5 CEL rules, beside fields for the other schema checks: enum,
-// pattern, maximum, required, maxItems, format, a map-list and an embedded resource.
-func rulesCRD() *apiextensionsv1.CustomResourceDefinition {
+// pattern, maximum, required, maxItems, a map-list, an embedded resource and, when
+// format is set, a date-time (which the schema checker leaves to the library).
+func rulesCRD(format bool) *apiextensionsv1.CustomResourceDefinition {
 	props := map[string]apiextensionsv1.JSONSchemaProps{}
 	for i := 1; i <= 10; i++ {
 		props[fmt.Sprintf("s%02d", i)] = apiextensionsv1.JSONSchemaProps{Type: "string", MaxLength: ptr.To[int64](64)}
@@ -27,7 +28,10 @@ func rulesCRD() *apiextensionsv1.CustomResourceDefinition {
 	props["mode"] = apiextensionsv1.JSONSchemaProps{Type: "string", Enum: []apiextensionsv1.JSON{{Raw: []byte(`"a"`)}, {Raw: []byte(`"b"`)}}}
 	props["code"] = apiextensionsv1.JSONSchemaProps{Type: "string", Pattern: "^[a-z]+$"}
 	props["level"] = apiextensionsv1.JSONSchemaProps{Type: "number", Maximum: ptr.To(10.0), ExclusiveMaximum: true}
-	props["when"] = apiextensionsv1.JSONSchemaProps{Type: "string", Format: "date-time"}
+	props["when"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+	if format {
+		props["when"] = apiextensionsv1.JSONSchemaProps{Type: "string", Format: "date-time"}
+	}
 	props["items"] = apiextensionsv1.JSONSchemaProps{Type: "array", MaxItems: ptr.To[int64](2), XListType: ptr.To("map"), XListMapKeys: []string{"name"},
 		Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", Required: []string{"name"},
 			Properties:   map[string]apiextensionsv1.JSONSchemaProps{"name": {Type: "string"}, "size": {Type: "integer"}},
@@ -73,13 +77,19 @@ const validSpec = `{"s01":"a","s02":"g","s03":"c","n01":1,"n02":2,"n03":3,"n04":
 // apiextensions-apiserver's own strategy alone, on valid and invalid objects, on create
 // and on update: same fields, types, values and details.
 func TestQuickValidationSameErrors(t *testing.T) {
-	versions, err := Build(rulesCRD())
+	for _, format := range []bool{false, true} {
+		t.Run(fmt.Sprintf("format=%v", format), func(t *testing.T) { testQuickValidation(t, format) })
+	}
+}
+
+func testQuickValidation(t *testing.T, format bool) {
+	versions, err := Build(rulesCRD(format))
 	if err != nil {
 		t.Fatal(err)
 	}
 	quick := versions[0].Resource.Strategy.(*strategy)
-	if quick.quick == nil {
-		t.Fatal("no quick validation built for a schema with CEL rules")
+	if quick.quick == nil || quick.quick.rules == nil || (quick.quick.schema == nil) != format {
+		t.Fatalf("quick validation %+v: want a rule checker, and a schema checker unless the schema has a format", quick.quick)
 	}
 	plain := *quick
 	plain.quick = nil
@@ -103,7 +113,7 @@ func TestQuickValidationSameErrors(t *testing.T) {
 		{"enum", "w", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":"","mode":"c"}`, true},
 		{"pattern", "w", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":"","code":"ABC"}`, true},
 		{"exclusive maximum", "w", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":"","level":10}`, true},
-		{"format", "w", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":"","when":"yesterday"}`, true},
+		{"format", "w", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":"","when":"yesterday"}`, format},
 		{"maxItems", "w", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":"","items":[{"name":"a"},{"name":"b"},{"name":"c"}]}`, true},
 		{"map-list duplicate", "w", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":"","items":[{"name":"a"},{"name":"a"}]}`, true},
 		{"embedded resource", "w", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":"","template":{"apiVersion":"v1","metadata":{"name":"p"}}}`, true},
@@ -119,8 +129,8 @@ func TestQuickValidationSameErrors(t *testing.T) {
 			sameErrors(t, "create", got, want)
 			if c.objName == "w" && !c.wantErrs {
 				obj := widget(t, c.objName, c.spec)
-				if errs := quick.quick.lib.Validate(ctx, obj); len(errs) > 0 || !quick.quick.rules.Passes(ctx, obj.Object, 1_000_000) {
-					t.Fatalf("a valid object took the library's path (errors without CEL: %v)", errs)
+				if errs := quick.quick.lib.Validate(ctx, obj); len(errs) > 0 || !quick.quick.schema.Passes(obj.Object) || !quick.quick.rules.Passes(ctx, obj.Object, 1_000_000) {
+					t.Fatalf("a valid object took the library's path (errors of the rest: %v)", errs)
 				}
 			}
 			old := widget(t, "w", validSpec)
@@ -148,7 +158,7 @@ func sameErrors(t *testing.T, op string, got, want field.ErrorList) {
 // CEL rules on create, with the quick path and with apiextensions-apiserver's strategy
 // alone.
 func BenchmarkValidateCreate(b *testing.B) {
-	versions, err := Build(rulesCRD())
+	versions, err := Build(rulesCRD(false))
 	if err != nil {
 		b.Fatal(err)
 	}
