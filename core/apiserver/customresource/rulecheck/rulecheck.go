@@ -50,7 +50,7 @@ func New(s *structuralschema.Structural, perCallLimit uint64) *Checker {
 		return nil
 	}
 	envSet := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
-	root, ok := build(s, true, model.SchemaDeclType(s, true), perCallLimit, envSet)
+	root, ok := build(s, newIndexed(&model.Structural{Structural: s}), true, model.SchemaDeclType(s, true), perCallLimit, envSet)
 	if !ok || root == nil {
 		return nil
 	}
@@ -58,8 +58,9 @@ func New(s *structuralschema.Structural, perCallLimit uint64) *Checker {
 }
 
 // build mirrors cel.validator: the same declaration types, the same properties skipped.
-// ok is false when the checker cannot stand in for the library on this schema.
-func build(s *structuralschema.Structural, resourceRoot bool, declType *apiservercel.DeclType, perCallLimit uint64, envSet *environment.EnvSet) (n *node, ok bool) {
+// ix is s indexed: the nodes below share its children rather than index their subtrees
+// again. ok is false when the checker cannot stand in for the library on this schema.
+func build(s *structuralschema.Structural, ix *indexed, resourceRoot bool, declType *apiservercel.DeclType, perCallLimit uint64, envSet *environment.EnvSet) (n *node, ok bool) {
 	if s.ValueValidation != nil && len(s.ValueValidation.AllOf) > 0 {
 		for i := range s.ValueValidation.AllOf {
 			if nestedHasRules(&s.ValueValidation.AllOf[i]) {
@@ -82,7 +83,7 @@ func build(s *structuralschema.Structural, resourceRoot bool, declType *apiserve
 		elemType = declType.ElemType
 	}
 	if s.Items != nil {
-		if n.items, ok = build(s.Items, s.Items.XEmbeddedResource, elemType, perCallLimit, envSet); !ok {
+		if n.items, ok = build(s.Items, ix.items.(*indexed), s.Items.XEmbeddedResource, elemType, perCallLimit, envSet); !ok {
 			return nil, false
 		}
 	}
@@ -103,7 +104,7 @@ func build(s *structuralschema.Structural, resourceRoot bool, declType *apiserve
 				continue
 			}
 		}
-		p, pok := build(&prop, prop.XEmbeddedResource, fieldType, perCallLimit, envSet)
+		p, pok := build(&prop, ix.properties[k].(*indexed), prop.XEmbeddedResource, fieldType, perCallLimit, envSet)
 		if !pok {
 			return nil, false
 		}
@@ -116,7 +117,7 @@ func build(s *structuralschema.Structural, resourceRoot bool, declType *apiserve
 	}
 	if s.AdditionalProperties != nil && s.AdditionalProperties.Structural != nil {
 		ap := s.AdditionalProperties.Structural
-		if n.additional, ok = build(ap, ap.XEmbeddedResource, elemType, perCallLimit, envSet); !ok {
+		if n.additional, ok = build(ap, ix.additional.(*indexedOrBool).schema, ap.XEmbeddedResource, elemType, perCallLimit, envSet); !ok {
 			return nil, false
 		}
 	}
@@ -124,11 +125,10 @@ func build(s *structuralschema.Structural, resourceRoot bool, declType *apiserve
 		return nil, true
 	}
 	if len(compiled) > 0 {
-		self := s
+		n.self = ix
 		if resourceRoot {
-			self = model.WithTypeAndObjectMeta(s)
+			n.self = newIndexed(&model.Structural{Structural: model.WithTypeAndObjectMeta(s)})
 		}
-		n.self = newIndexed(&model.Structural{Structural: self})
 	}
 	return n, true
 }
