@@ -134,6 +134,10 @@ func (s *Etcd) Create(ctx context.Context, key string, obj, out runtime.Object) 
 	if out == nil {
 		return nil
 	}
+	// The caller has the object just written: copy it rather than decode its bytes.
+	if copyWritten(obj, out) {
+		return setRV(out, resp.Header.Revision)
+	}
 	return s.decode(key, data, resp.Header.Revision, out)
 }
 

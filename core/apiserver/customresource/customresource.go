@@ -26,8 +26,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/registry/rest"
 
+	"github.com/wasmplane/wasmplane/core/apiserver/customresource/rulecheck"
+	"github.com/wasmplane/wasmplane/core/apiserver/customresource/schemacheck"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 )
 
@@ -151,6 +154,7 @@ func buildVersion(crd *apiextensionsv1.CustomResourceDefinition, v apiextensions
 	typer := unstructuredTyper{}
 	lib := crstrategy.NewStrategy(typer, namespaced, kind, validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
 	co := &coercer{kind: kind, structural: structural, preserve: crd.Spec.PreserveUnknownFields}
+	quick := newQuickValidation(typer, namespaced, kind, validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
 	printer, err := newPrinter(columnsFor(v))
 	if err != nil {
 		return nil, err
@@ -164,7 +168,7 @@ func buildVersion(crd *apiextensionsv1.CustomResourceDefinition, v apiextensions
 			l.SetGroupVersionKind(gv.WithKind(names.ListKind))
 			return l
 		},
-		Strategy: &strategy{lib: lib, coerce: co},
+		Strategy: &strategy{lib: lib, coerce: co, quick: quick},
 		GetAttrs: lib.GetAttrs,
 		Printer:  printer,
 	}
@@ -312,6 +316,68 @@ func hasDefaults(s *structuralschema.Structural) bool {
 type strategy struct {
 	lib    libStrategy
 	coerce *coercer
+	// quick, when set, answers for objects that are valid; lib still answers for every
+	// object that is not, so errors keep the library's form.
+	quick *quickValidation
+}
+
+// quickValidation validates an object that passes in three cheap steps: the library's
+// strategy without the checks the two checkers stand in for (exactly as the full
+// strategy runs the rest), the OpenAPI value validations by a checker built once for
+// the version, and the CEL rules by another. All three finding nothing is exactly the
+// case where the full strategy finds nothing.
+type quickValidation struct {
+	lib    libStrategy
+	schema *schemacheck.Checker
+	rules  *rulecheck.Checker
+}
+
+// newQuickValidation returns the quick validation of a version, or nil when neither
+// checker can stand in for the library's validators on its schema.
+func newQuickValidation(typer runtime.ObjectTyper, namespaced bool, kind schema.GroupVersionKind, validator, statusValidator apiservervalidation.SchemaValidator,
+	structural *structuralschema.Structural, statusSpec *apiextensionsinternal.CustomResourceSubresourceStatus,
+	scaleSpec *apiextensionsinternal.CustomResourceSubresourceScale, selectable []apiextensionsv1.SelectableField) *quickValidation {
+	if structural == nil {
+		return nil
+	}
+	q := &quickValidation{schema: schemacheck.New(structural), rules: rulecheck.New(structural, celconfig.PerCallLimit)}
+	if q.schema == nil && q.rules == nil {
+		return nil
+	}
+	if q.schema != nil {
+		validator = nil
+	}
+	if q.rules != nil {
+		structural = structural.DeepCopy()
+		withoutRules(structural)
+	}
+	q.lib = crstrategy.NewStrategy(typer, namespaced, kind, validator, statusValidator, structural, statusSpec, scaleSpec, selectable)
+	return q
+}
+
+// passes reports whether obj is valid; false means the full strategy must tell why.
+func (q *quickValidation) passes(ctx context.Context, obj runtime.Object, libErrs func() field.ErrorList) bool {
+	if q == nil {
+		return false
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	return ok && len(libErrs()) == 0 && q.schema.Passes(u.Object) && q.rules.Passes(ctx, u.Object, celconfig.RuntimeCELCostBudget)
+}
+
+// withoutRules drops every x-kubernetes-validations rule of s, in place.
+func withoutRules(s *structuralschema.Structural) {
+	if s == nil {
+		return
+	}
+	s.XValidations = nil
+	withoutRules(s.Items)
+	if s.AdditionalProperties != nil {
+		withoutRules(s.AdditionalProperties.Structural)
+	}
+	for k, p := range s.Properties {
+		withoutRules(&p)
+		s.Properties[k] = p
+	}
 }
 
 func (s *strategy) Default(obj runtime.Object) {
@@ -334,10 +400,18 @@ func (s *strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object
 }
 
 func (s *strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	if s.quick.passes(ctx, obj, func() field.ErrorList { return s.quick.lib.Validate(ctx, obj) }) {
+		return nil
+	}
 	return withoutMetadata(s.lib.Validate(ctx, obj))
 }
 
 func (s *strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	// The rule checker holds no rule that reads oldSelf, so the old object only matters to
+	// ratcheting, which turns errors into warnings: with no errors it changes nothing.
+	if s.quick.passes(ctx, obj, func() field.ErrorList { return s.quick.lib.ValidateUpdate(ctx, obj, old) }) {
+		return nil
+	}
 	return withoutMetadata(s.lib.ValidateUpdate(ctx, obj, old))
 }
 

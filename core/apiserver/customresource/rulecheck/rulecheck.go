@@ -1,0 +1,250 @@
+// Package rulecheck tells cheaply whether an object passes every x-kubernetes-validations
+// rule of a structural schema. It evaluates the same programs apiextensions-apiserver's
+// CEL validator compiles, node by node in the same order and against the same cost
+// budget, but over a schema adaptor built once per schema: the library's adaptor builds a
+// map of a node's properties on every field access, which made CEL most of a custom
+// object's validation cost. It reports only "all passed"; whoever gets false asks the
+// library's validator for the errors, so every error keeps Kubernetes' exact form.
+package rulecheck
+
+import (
+	"context"
+	"math"
+
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
+
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	apiextensionscel "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
+	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/common"
+	"k8s.io/apiserver/pkg/cel/environment"
+)
+
+// Checker holds a schema's compiled rules, one node per schema node that has rules or a
+// descendant with rules, as apiextensions-apiserver's cel.Validator lays them out.
+type Checker struct {
+	root *node
+}
+
+type node struct {
+	// programs are the node's rules, in the schema's order.
+	programs []apiextensionscel.CompilationResult
+	// self is the node's schema as CEL sees it (with apiVersion, kind and metadata at a
+	// resource root), its property index built once.
+	self       common.Schema
+	items      *node
+	additional *node
+	properties map[string]*node
+}
+
+// New compiles the rules of s (a resource root) with the environment and per-call limit
+// apiextensions-apiserver's strategy uses. It returns nil when s has no rules, and nil
+// when some rule is outside what the checker mirrors (a rule that reads oldSelf, rules
+// under allOf, a rule or declaration that does not compile): the library's validator
+// alone must then be used.
+func New(s *structuralschema.Structural, perCallLimit uint64) *Checker {
+	if s == nil || !hasRules(s) {
+		return nil
+	}
+	envSet := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
+	root, ok := build(s, newIndexed(&model.Structural{Structural: s}), true, model.SchemaDeclType(s, true), perCallLimit, envSet)
+	if !ok || root == nil {
+		return nil
+	}
+	return &Checker{root: root}
+}
+
+// build mirrors cel.validator: the same declaration types, the same properties skipped.
+// ix is s indexed: the nodes below share its children rather than index their subtrees
+// again. ok is false when the checker cannot stand in for the library on this schema.
+func build(s *structuralschema.Structural, ix *indexed, resourceRoot bool, declType *apiservercel.DeclType, perCallLimit uint64, envSet *environment.EnvSet) (n *node, ok bool) {
+	if s.ValueValidation != nil && len(s.ValueValidation.AllOf) > 0 {
+		for i := range s.ValueValidation.AllOf {
+			if nestedHasRules(&s.ValueValidation.AllOf[i]) {
+				return nil, false
+			}
+		}
+	}
+	compiled, err := apiextensionscel.Compile(s, declType, perCallLimit, envSet, apiextensionscel.StoredExpressionsEnvLoader())
+	if err != nil {
+		return nil, false
+	}
+	for _, c := range compiled {
+		if c.Error != nil || c.UsesOldSelf || c.MessageExpressionError != nil {
+			return nil, false
+		}
+	}
+	n = &node{programs: compiled}
+	var elemType *apiservercel.DeclType
+	if declType != nil {
+		elemType = declType.ElemType
+	}
+	if s.Items != nil {
+		if n.items, ok = build(s.Items, ix.items.(*indexed), s.Items.XEmbeddedResource, elemType, perCallLimit, envSet); !ok {
+			return nil, false
+		}
+	}
+	for k := range s.Properties {
+		prop := s.Properties[k]
+		var fieldType *apiservercel.DeclType
+		if escaped, escapable := apiservercel.Escape(k); escapable {
+			if declType == nil {
+				continue
+			}
+			f, found := declType.Fields[escaped]
+			if !found {
+				continue
+			}
+			fieldType = f.Type
+		} else {
+			if fieldType = model.SchemaDeclType(&prop, prop.XEmbeddedResource); fieldType == nil {
+				continue
+			}
+		}
+		p, pok := build(&prop, ix.properties[k].(*indexed), prop.XEmbeddedResource, fieldType, perCallLimit, envSet)
+		if !pok {
+			return nil, false
+		}
+		if p != nil {
+			if n.properties == nil {
+				n.properties = map[string]*node{}
+			}
+			n.properties[k] = p
+		}
+	}
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Structural != nil {
+		ap := s.AdditionalProperties.Structural
+		if n.additional, ok = build(ap, ix.additional.(*indexedOrBool).schema, ap.XEmbeddedResource, elemType, perCallLimit, envSet); !ok {
+			return nil, false
+		}
+	}
+	if len(compiled) == 0 && n.items == nil && n.additional == nil && len(n.properties) == 0 {
+		return nil, true
+	}
+	if len(compiled) > 0 {
+		n.self = ix
+		if resourceRoot {
+			n.self = newIndexed(&model.Structural{Structural: model.WithTypeAndObjectMeta(s)})
+		}
+	}
+	return n, true
+}
+
+// Passes reports whether obj (a whole custom object) passes every rule within budget,
+// the runtime cost budget the library's validator is given for the same object. False
+// means "ask the library": a rule failed, did not evaluate, or the budget ran out.
+func (c *Checker) Passes(ctx context.Context, obj map[string]any, budget int64) bool {
+	if c == nil {
+		return true
+	}
+	return c.root.passes(ctx, obj, &budget)
+}
+
+func (n *node) passes(ctx context.Context, obj any, budget *int64) bool {
+	if n == nil || obj == nil {
+		return true
+	}
+	if len(n.programs) > 0 {
+		if *budget <= 0 {
+			return false
+		}
+		act := &activation{self: common.UnstructuredToVal(obj, n.self)}
+		for _, c := range n.programs {
+			if c.Program == nil {
+				continue
+			}
+			val, details, err := c.Program.ContextEval(ctx, act)
+			if details == nil {
+				return false
+			}
+			cost := details.ActualCost()
+			if cost == nil || *cost > math.MaxInt64 || int64(*cost) > *budget {
+				return false
+			}
+			*budget -= int64(*cost)
+			if err != nil || val != types.True {
+				return false
+			}
+		}
+	}
+	switch obj := obj.(type) {
+	case []any:
+		if n.items != nil {
+			for _, e := range obj {
+				if !n.items.passes(ctx, e, budget) {
+					return false
+				}
+			}
+		}
+	case map[string]any:
+		if n.additional != nil {
+			for _, v := range obj {
+				if !n.additional.passes(ctx, v, budget) {
+					return false
+				}
+			}
+		}
+		if n.properties != nil {
+			for k, v := range obj {
+				if sub, ok := n.properties[k]; ok && !sub.passes(ctx, v, budget) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// activation binds self, as the library's activation does for rules without oldSelf.
+type activation struct {
+	self ref.Val
+}
+
+func (a *activation) ResolveName(name string) (any, bool) {
+	if name == apiextensionscel.ScopedVarName {
+		return a.self, true
+	}
+	return nil, false
+}
+
+func (a *activation) Parent() interpreter.Activation { return nil }
+
+var _ interpreter.Activation = (*activation)(nil)
+
+func hasRules(s *structuralschema.Structural) bool {
+	if s == nil {
+		return false
+	}
+	if len(s.XValidations) > 0 || hasRules(s.Items) {
+		return true
+	}
+	if s.AdditionalProperties != nil && hasRules(s.AdditionalProperties.Structural) {
+		return true
+	}
+	for k := range s.Properties {
+		p := s.Properties[k]
+		if hasRules(&p) {
+			return true
+		}
+	}
+	return false
+}
+
+func nestedHasRules(s *structuralschema.NestedValueValidation) bool {
+	if s == nil {
+		return false
+	}
+	if len(s.ValidationExtensions.XValidations) > 0 || nestedHasRules(s.Items) || nestedHasRules(s.AdditionalProperties) {
+		return true
+	}
+	for k := range s.Properties {
+		p := s.Properties[k]
+		if nestedHasRules(&p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,153 @@
+package rulecheck
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	apiextensionscel "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+)
+
+// structural reads a v1 OpenAPI schema written as JSON into a structural schema, as the
+// CRD serving code does.
+func structural(t *testing.T, schemaJSON string) *structuralschema.Structural {
+	t.Helper()
+	var v1 apiextensionsv1.JSONSchemaProps
+	if err := json.Unmarshal([]byte(schemaJSON), &v1); err != nil {
+		t.Fatalf("schema: %v", err)
+	}
+	var internal apiextensionsinternal.JSONSchemaProps
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(&v1, &internal, nil); err != nil {
+		t.Fatalf("converting the schema: %v", err)
+	}
+	s, err := structuralschema.NewStructural(&internal)
+	if err != nil {
+		t.Fatalf("structural: %v", err)
+	}
+	return s
+}
+
+func object(t *testing.T, objJSON string) map[string]any {
+	t.Helper()
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(objJSON), &obj); err != nil {
+		t.Fatalf("object: %v", err)
+	}
+	return normalize(obj).(map[string]any)
+}
+
+// normalize turns encoding/json's float64 integers into int64, as the API server's
+// unstructured decoder reads them.
+func normalize(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = normalize(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = normalize(e)
+		}
+	case float64:
+		if v == float64(int64(v)) {
+			return int64(v)
+		}
+	}
+	return v
+}
+
+const widgetSchema = `{"type":"object","properties":{
+  "apiVersion":{"type":"string"},"kind":{"type":"string"},"metadata":{"type":"object"},
+  "spec":{"type":"object",
+    "x-kubernetes-validations":[
+      {"rule":"self.min <= self.max","message":"min must not exceed max"},
+      {"rule":"!has(self.name) || self.name.startsWith('w')","messageExpression":"'bad name ' + self.name"},
+      {"rule":"size(self.tags) <= 3","fieldPath":".tags","reason":"FieldValueForbidden"}],
+    "properties":{
+      "min":{"type":"integer"},"max":{"type":"integer"},"name":{"type":"string"},
+      "tags":{"type":"array","items":{"type":"string","x-kubernetes-validations":[{"rule":"self != 'bad'"}]}},
+      "ports":{"type":"array","x-kubernetes-list-type":"map","x-kubernetes-list-map-keys":["name"],
+        "items":{"type":"object","required":["name"],"properties":{"name":{"type":"string"},"port":{"type":"integer"}},
+          "x-kubernetes-validations":[{"rule":"!has(self.port) || self.port < 65536"}]}},
+      "limits":{"type":"object","additionalProperties":{"type":"integer","x-kubernetes-validations":[{"rule":"self >= 0"}]}},
+      "size":{"x-kubernetes-int-or-string":true,"x-kubernetes-validations":[{"rule":"type(self) == int ? self > 0 : self.endsWith('Gi')"}]},
+      "divisor":{"type":"integer","x-kubernetes-validations":[{"rule":"100 / self > 1"}]},
+      "when":{"type":"string","format":"date-time","x-kubernetes-validations":[{"rule":"self > timestamp('2020-01-01T00:00:00Z')"}]},
+      "template":{"type":"object","x-kubernetes-embedded-resource":true,"x-kubernetes-preserve-unknown-fields":true,
+        "x-kubernetes-validations":[{"rule":"self.kind == 'Pod' && self.metadata.name != 'forbidden'"}]}}}},
+  "x-kubernetes-validations":[{"rule":"self.metadata.name != 'reserved'"}]}`
+
+// TestPassesAgreesWithLibrary compares the checker's verdict with the errors of
+// apiextensions-apiserver's CEL validator on the same objects: the checker must pass
+// exactly the objects the library finds nothing wrong with.
+func TestPassesAgreesWithLibrary(t *testing.T) {
+	s := structural(t, widgetSchema)
+	checker := New(s, celconfig.PerCallLimit)
+	if checker == nil {
+		t.Fatal("no checker built for a schema whose rules it mirrors")
+	}
+	lib := apiextensionscel.NewValidator(s, true, celconfig.PerCallLimit)
+	cases := []struct {
+		name   string
+		obj    string
+		budget int64
+		passes bool
+	}{
+		{"valid", `{"metadata":{"name":"a"},"spec":{"min":1,"max":2,"name":"wx","tags":["a","b"],"ports":[{"name":"http","port":80}],
+		  "limits":{"cpu":1},"size":"2Gi","divisor":3,"when":"2024-01-01T00:00:00Z","template":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}}}`, celconfig.RuntimeCELCostBudget, true},
+		{"empty spec", `{"metadata":{"name":"a"},"spec":{"min":0,"max":0,"tags":[]}}`, celconfig.RuntimeCELCostBudget, true},
+		{"root rule", `{"metadata":{"name":"reserved"},"spec":{"min":0,"max":0,"tags":[]}}`, celconfig.RuntimeCELCostBudget, false},
+		{"message", `{"metadata":{"name":"a"},"spec":{"min":3,"max":2,"tags":[]}}`, celconfig.RuntimeCELCostBudget, false},
+		{"message expression", `{"metadata":{"name":"a"},"spec":{"min":0,"max":0,"name":"x","tags":[]}}`, celconfig.RuntimeCELCostBudget, false},
+		{"field path and reason", `{"metadata":{"name":"a"},"spec":{"min":0,"max":0,"tags":["a","b","c","d"]}}`, celconfig.RuntimeCELCostBudget, false},
+		{"list item", `{"metadata":{"name":"a"},"spec":{"min":0,"max":0,"tags":["bad"]}}`, celconfig.RuntimeCELCostBudget, false},
+		{"map-list item", `{"metadata":{"name":"a"},"spec":{"min":0,"max":0,"tags":[],"ports":[{"name":"x","port":70000}]}}`, celconfig.RuntimeCELCostBudget, false},
+		{"additional properties", `{"metadata":{"name":"a"},"spec":{"min":0,"max":0,"tags":[],"limits":{"cpu":-1}}}`, celconfig.RuntimeCELCostBudget, false},
+		{"int-or-string int", `{"metadata":{"name":"a"},"spec":{"min":0,"max":0,"tags":[],"size":0}}`, celconfig.RuntimeCELCostBudget, false},
+		{"int-or-string string", `{"metadata":{"name":"a"},"spec":{"min":0,"max":0,"tags":[],"size":"2Mi"}}`, celconfig.RuntimeCELCostBudget, false},
+		{"runtime error", `{"metadata":{"name":"a"},"spec":{"min":0,"max":0,"tags":[],"divisor":0}}`, celconfig.RuntimeCELCostBudget, false},
+		{"no such key", `{"metadata":{"name":"a"},"spec":{"max":0,"tags":[]}}`, celconfig.RuntimeCELCostBudget, false},
+		{"date-time", `{"metadata":{"name":"a"},"spec":{"min":0,"max":0,"tags":[],"when":"2019-01-01T00:00:00Z"}}`, celconfig.RuntimeCELCostBudget, false},
+		{"embedded resource", `{"metadata":{"name":"a"},"spec":{"min":0,"max":0,"tags":[],"template":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"forbidden"}}}}`, celconfig.RuntimeCELCostBudget, false},
+		{"budget spent", `{"metadata":{"name":"a"},"spec":{"min":1,"max":2,"name":"wx","tags":["a","b"]}}`, 3, false},
+		{"budget enough", `{"metadata":{"name":"a"},"spec":{"min":1,"max":2,"name":"wx","tags":["a","b"]}}`, 1000, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			obj := object(t, c.obj)
+			errs, _ := lib.Validate(context.Background(), nil, s, obj, nil, c.budget)
+			libPasses := len(errs) == 0
+			if libPasses != c.passes {
+				t.Fatalf("the library's validator passes it: %v (errors %v), the case says %v", libPasses, errs, c.passes)
+			}
+			if got := checker.Passes(context.Background(), obj, c.budget); got != libPasses {
+				t.Fatalf("checker passes it: %v; the library: %v (errors %v)", got, libPasses, errs)
+			}
+		})
+	}
+}
+
+// TestNewDeclines checks that no checker is built where it cannot stand in for the
+// library, so that the library's validator alone answers.
+func TestNewDeclines(t *testing.T) {
+	cases := []struct{ name, schema string }{
+		{"no rules", `{"type":"object","properties":{"spec":{"type":"object","properties":{"a":{"type":"integer"}}}}}`},
+		{"transition rule", `{"type":"object","properties":{"spec":{"type":"object","properties":{"a":{"type":"integer"}},
+		  "x-kubernetes-validations":[{"rule":"self.a >= oldSelf.a"}]}}}`},
+		{"rule under allOf", `{"type":"object","properties":{"spec":{"type":"object","properties":{"a":{"type":"integer"}},
+		  "allOf":[{"x-kubernetes-validations":[{"rule":"self.a > 0"}]}],"x-kubernetes-validations":[{"rule":"self.a < 9"}]}}}`},
+		{"compile error", `{"type":"object","properties":{"spec":{"type":"object","properties":{"a":{"type":"integer"}},
+		  "x-kubernetes-validations":[{"rule":"self.b > 0"}]}}}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if New(structural(t, c.schema), celconfig.PerCallLimit) != nil {
+				t.Fatal("a checker was built")
+			}
+		})
+	}
+}
