@@ -401,12 +401,13 @@ func Matches(q *corev1.ResourceQuota, gr schema.GroupResource, obj runtime.Objec
 	return true
 }
 
-// pvcMatchesScope matches a claim against the VolumeAttributesClass scope by every class
-// it names: desired (spec), current and target of a modification in progress (status).
-func pvcMatchesScope(pvc *corev1.PersistentVolumeClaim, s corev1.ScopedResourceSelectorRequirement) bool {
-	if s.ScopeName != corev1.ResourceQuotaScopeVolumeAttributesClass {
-		return false
-	}
+// SameVolumeAttributesClasses reports whether two versions of a claim name the same
+// volume attributes classes (spec, current, modification target).
+func SameVolumeAttributesClasses(a, b *corev1.PersistentVolumeClaim) bool {
+	return volumeAttributesClasses(a).Equal(volumeAttributesClasses(b))
+}
+
+func volumeAttributesClasses(pvc *corev1.PersistentVolumeClaim) sets.Set[string] {
 	classes := sets.New[string]()
 	for _, c := range []*string{pvc.Spec.VolumeAttributesClassName, pvc.Status.CurrentVolumeAttributesClassName} {
 		if c != nil && *c != "" {
@@ -416,6 +417,16 @@ func pvcMatchesScope(pvc *corev1.PersistentVolumeClaim, s corev1.ScopedResourceS
 	if m := pvc.Status.ModifyVolumeStatus; m != nil && m.TargetVolumeAttributesClassName != "" {
 		classes.Insert(m.TargetVolumeAttributesClassName)
 	}
+	return classes
+}
+
+// pvcMatchesScope matches a claim against the VolumeAttributesClass scope by every class
+// it names: desired (spec), current and target of a modification in progress (status).
+func pvcMatchesScope(pvc *corev1.PersistentVolumeClaim, s corev1.ScopedResourceSelectorRequirement) bool {
+	if s.ScopeName != corev1.ResourceQuotaScopeVolumeAttributesClass {
+		return false
+	}
+	classes := volumeAttributesClasses(pvc)
 	switch s.Operator {
 	case corev1.ScopeSelectorOpExists:
 		return classes.Len() > 0

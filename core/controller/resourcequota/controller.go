@@ -68,7 +68,8 @@ type Controller struct {
 	runCtx    context.Context
 }
 
-// New returns a controller fed by factory's ResourceQuota and Pod informers; md lists
+// New returns a controller fed by factory's ResourceQuota, Pod and PersistentVolumeClaim
+// informers; md lists
 // and watches any other counted resource by metadata only.
 func New(client kubernetes.Interface, md metadata.Interface, factory informers.SharedInformerFactory, opts Options) (*Controller, error) {
 	if opts.Logger == nil {
@@ -80,12 +81,12 @@ func New(client kubernetes.Interface, md metadata.Interface, factory informers.S
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	quotas, pods := factory.Core().V1().ResourceQuotas(), factory.Core().V1().Pods()
+	quotas, pods, pvcs := factory.Core().V1().ResourceQuotas(), factory.Core().V1().Pods(), factory.Core().V1().PersistentVolumeClaims()
 	c := &Controller{
 		client: client, md: md,
 		mapper:      restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery())),
 		quotaLister: quotas.Lister(),
-		synced:      []cache.InformerSynced{quotas.Informer().HasSynced, pods.Informer().HasSynced},
+		synced:      []cache.InformerSynced{quotas.Informer().HasSynced, pods.Informer().HasSynced, pvcs.Informer().HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "resourcequota"}),
@@ -123,6 +124,20 @@ func New(client kubernetes.Interface, md metadata.Interface, factory informers.S
 		DeleteFunc: c.replenishObject,
 	}); err != nil {
 		return nil, fmt.Errorf("adding pod handler: %w", err)
+	}
+	if _, err := pvcs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, obj any) {
+			o, ok1 := oldObj.(*corev1.PersistentVolumeClaim)
+			p, ok2 := obj.(*corev1.PersistentVolumeClaim)
+			// A resize, or a volume attributes class named or dropped (which a scope may
+			// select), changes what the claim costs, as Kubernetes' RequiresQuotaReplenish
+			// has it.
+			if ok1 && ok2 && (!quota.Equal(quota.PVCUsage(o), quota.PVCUsage(p)) || !quota.SameVolumeAttributesClasses(o, p)) {
+				c.replenish(p.Namespace)
+			}
+		},
+	}); err != nil {
+		return nil, fmt.Errorf("adding persistentvolumeclaim handler: %w", err)
 	}
 	return c, nil
 }

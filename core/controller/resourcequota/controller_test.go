@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -95,4 +96,51 @@ func TestSyncRecomputesUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClaimClassChangeRecounts: a claim whose volume attributes class changes is
+// recounted at once by a quota scoped to the class (no resync).
+func TestClaimClassChangeRecounts(t *testing.T) {
+	gold, silver := "gold", "silver"
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns"}, Spec: corev1.ResourceQuotaSpec{
+		Hard: corev1.ResourceList{corev1.ResourcePersistentVolumeClaims: resource.MustParse("5")},
+		ScopeSelector: &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{
+			{ScopeName: corev1.ResourceQuotaScopeVolumeAttributesClass, Operator: corev1.ScopeSelectorOpIn, Values: []string{gold}}}}}}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeAttributesClassName: &gold}}
+	client := fake.NewClientset(q, pvc)
+	scheme := runtime.NewScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, metadatafake.NewSimpleMetadataClient(scheme), factory, Options{Resync: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx, 1) }()
+	defer func() { cancel(); <-done; factory.Shutdown() }()
+	waitUsed := func(want string) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			got, err := client.CoreV1().ResourceQuotas("ns").Get(ctx, "q", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			used, ok := got.Status.Used[corev1.ResourcePersistentVolumeClaims]
+			return ok && used.Cmp(resource.MustParse(want)) == 0, nil
+		})
+		if err != nil {
+			t.Fatalf("claims used never %s: %v", want, err)
+		}
+	}
+	waitUsed("1")
+	pvc.Spec.VolumeAttributesClassName = &silver
+	if _, err := client.CoreV1().PersistentVolumeClaims("ns").Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUsed("0")
 }
