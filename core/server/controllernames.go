@@ -25,6 +25,7 @@ var controllerNames = map[string]string{
 	"job-controller":                                 "job",
 	"namespace-controller":                           "namespace",
 	"node-lifecycle-controller":                      "nodelifecycle",
+	"persistentvolume-binder-controller":             "persistentvolume-binder",
 	"pod-garbage-collector-controller":               "podgc",
 	"replicaset-controller":                          "replicaset",
 	"replicationcontroller-controller":               "replicationcontroller",

@@ -22,6 +22,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/controller/job"
 	"github.com/wasmplane/wasmplane/core/controller/namespace"
 	"github.com/wasmplane/wasmplane/core/controller/nodelifecycle"
+	"github.com/wasmplane/wasmplane/core/controller/persistentvolume"
 	"github.com/wasmplane/wasmplane/core/controller/podautoscaler"
 	"github.com/wasmplane/wasmplane/core/controller/podgc"
 	"github.com/wasmplane/wasmplane/core/controller/replicaset"
@@ -221,6 +222,10 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	if err != nil {
 		return fail(err)
 	}
+	pvb, err := persistentvolume.New(client, factory, log)
+	if err != nil {
+		return fail(err)
+	}
 	pdbc, err := disruption.New(client, factory, log)
 	if err != nil {
 		return fail(err)
@@ -287,6 +292,7 @@ func RunControllers(ctx context.Context, cfg *rest.Config, log *slog.Logger, rea
 	run("endpointslice-controller", func() { esc.Run(ctx, 5) })
 	run("endpointslice-mirroring-controller", func() { esmc.Run(ctx, 5) })
 	run("disruption-controller", func() { pdbc.Run(ctx, 2) })
+	run("persistentvolume-binder-controller", func() { pvb.Run(ctx, 2) })
 	run("validatingadmissionpolicy-status-controller", func() { vapc.Run(ctx, 1) })
 	if rootCAPublisher != nil {
 		run("root-ca-certificate-publisher-controller", func() { rootCAPublisher.Run(ctx, 1) })
