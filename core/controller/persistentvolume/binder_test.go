@@ -184,7 +184,9 @@ func TestReleased(t *testing.T) {
 		pv.Status.Phase = corev1.VolumeBound
 	}
 	client := fake.NewClientset(volume("retain", "1Gi", ref),
-		volume("delete", "1Gi", ref, func(pv *corev1.PersistentVolume) { pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete }),
+		volume("delete", "1Gi", ref, func(pv *corev1.PersistentVolume) {
+			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
+		}),
 		volume("provisioned", "1Gi", ref, func(pv *corev1.PersistentVolume) {
 			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 			pv.Annotations = map[string]string{AnnProvisionedBy: "ebs.csi.aws.com"}
