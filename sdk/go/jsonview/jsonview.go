@@ -298,13 +298,15 @@ func (v Value) Decode(dst any) error {
 // bytes: no escapes and valid UTF-8.
 func plain(q []byte) ([]byte, bool) {
 	body := q[1 : len(q)-1]
+	var or byte
 	for _, c := range body {
-		if c == '\\' || c >= utf8.RuneSelf {
-			if c == '\\' || !utf8.Valid(body) {
-				return nil, false
-			}
-			return body, true
+		if c == '\\' {
+			return nil, false
 		}
+		or |= c
+	}
+	if or >= utf8.RuneSelf && !utf8.Valid(body) {
+		return nil, false
 	}
 	return body, true
 }

@@ -15,7 +15,7 @@ const doc = ` { "kind" : {"group":"","version":"v1","kind":"Pod"},
 	"operation":"CREATE",
 	"object":{"metadata":{"name":"web","labels":{"team":"a","app.kubernetes.io/name":"x\"y"},"annotations":null},
 		"spec":{"containers":[{"name":"c","image":"nginx:1.27"},{"name":"d","image":"busybox"}],"priority":-7,"ratio":1.5e3,"on":true,"off":false}},
-	"esc\u0061ped":"caf\u00e9 \ud83d\ude00","bad":"a\ufffdb","tricky":"ends with a backslash \\","braces":"{[}]\"",
+	"esc\u0061ped":"caf\u00e9 \ud83d\ude00", "mixed":"é\tx","bad":"a\ufffdb","tricky":"ends with a backslash \\","braces":"{[}]\"",
 	"empty":{}, "none":[] } `
 
 func TestGet(t *testing.T) {
@@ -65,6 +65,7 @@ func TestScalars(t *testing.T) {
 		{labels.Get("app.kubernetes.io/name"), `x"y`},
 		{v.Get("escaped"), "café 😀"},
 		{v.Get("bad"), "a\ufffdb"},
+		{v.Get("mixed"), "é\tx"},
 		{v.Get("tricky"), `ends with a backslash \`},
 		{v.Get("braces"), `{[}]"`},
 		{v.Get("kind"), ""},
@@ -155,10 +156,29 @@ func FuzzView(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if !json.Valid(b) {
+			// Whatever the bytes, reading them answers without panicking.
+			walk(jsonview.Parse(b), 0)
 			return
 		}
 		check(t, jsonview.Parse(b))
 	})
+}
+
+// walk reads everything under v.
+func walk(v jsonview.Value, depth int) {
+	_, _, _ = v.String(), v.Is("a"), v.Bytes()
+	_, _ = v.Int()
+	_ = v.Get("a").Exists() || v.Index(1).Exists() || v.Len() > 0
+	if depth > 8 {
+		return
+	}
+	for item := range v.Items() {
+		walk(item, depth+1)
+	}
+	for k, val := range v.Members() {
+		walk(k, depth+1)
+		walk(val, depth+1)
+	}
 }
 
 // check compares v and everything under it with encoding/json's decoding.
