@@ -58,6 +58,14 @@ func TestRegoPolicy(t *testing.T) {
 	if !p.Implements(abi.HookValidate) || p.Implements(abi.HookMutate) {
 		t.Fatal("a Rego plugin implements validate only")
 	}
+	// Compact pods only when the config asks for them, and then with the same parameters.
+	compact := load(t, r, wasm, PluginConfig{Name: "compact", Config: json.RawMessage(`{"compactPods":true,"labels":["team","owner"]}`)})
+	if p.WantsCompactPods() || !compact.WantsCompactPods() {
+		t.Fatalf("WantsCompactPods: %v without compactPods, %v with", p.WantsCompactPods(), compact.WantsCompactPods())
+	}
+	if a := validate(t, compact, podRequest("CREATE", map[string]string{"team": "a"})); a.Allowed || a.Message != `you must provide labels: ["owner"]` {
+		t.Fatalf("compactPods plugin: answer %+v", a)
+	}
 	for _, tc := range []struct {
 		name    string
 		labels  map[string]string
@@ -189,6 +197,9 @@ func TestOPADecision(t *testing.T) {
 		{"allow false", `[{"result":false}]`, `{"allowed":false,"code":403,"reason":"Forbidden","message":"denied by p/allow"}`},
 		{"kube-mgmt review", `[{"result":{"response":{"allowed":false,"status":{"message":"no"}}}}]`, `{"allowed":false,"code":403,"reason":"Forbidden","message":"no"}`},
 		{"kube-mgmt allowed", `[{"result":{"response":{"allowed":true}}}]`, `{"allowed":true}`},
+		{"null", `[{"result":null}]`, `{"allowed":true}`},
+		{"no result", `[{}]`, `{"allowed":true}`},
+		{"empty set, spaced", ` [ { "result" : [ ] } ] `, `{"allowed":true}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := opaDecision("p/allow", []byte(tc.out))
@@ -197,7 +208,7 @@ func TestOPADecision(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{`{}`, `[{"result":"text"}]`, `[{"result":{"x":1}}]`} {
+	for _, bad := range []string{`{}`, `[{"result":"text"}]`, `[{"result":{"x":1}}]`, `garbage`, `[1]`, `[[]]`} {
 		if _, err := opaDecision("p", []byte(bad)); err == nil {
 			t.Errorf("opaDecision(%s) = nil error", bad)
 		}
@@ -205,20 +216,28 @@ func TestOPADecision(t *testing.T) {
 }
 
 func TestParseOPAConfig(t *testing.T) {
-	for _, tc := range []struct{ in, entry, params string }{
-		{``, "", `{}`},
-		{`null`, "", `{}`},
-		{`{"label":"team"}`, "", `{"label":"team"}`},
-		{`{"entrypoint":"a/b","label":"x"}`, "a/b", `{"label":"x"}`},
-		{`{"entrypoint":"a/b","parameters":{"labels":["t"]},"other":1}`, "a/b", `{"labels":["t"]}`},
+	for _, tc := range []struct {
+		in, entry, params string
+		compact           bool
+	}{
+		{``, "", `{}`, false},
+		{`null`, "", `{}`, false},
+		{`{"label":"team"}`, "", `{"label":"team"}`, false},
+		{`{"entrypoint":"a/b","label":"x"}`, "a/b", `{"label":"x"}`, false},
+		{`{"entrypoint":"a/b","parameters":{"labels":["t"]},"other":1}`, "a/b", `{"labels":["t"]}`, false},
+		{`{"compactPods":true,"labels":["t"]}`, "", `{"labels":["t"]}`, true},
+		{`{"compactPods":false,"parameters":{"labels":["t"]}}`, "", `{"labels":["t"]}`, false},
 	} {
 		cfg, err := parseOPAConfig(json.RawMessage(tc.in))
-		if err != nil || cfg.Entrypoint != tc.entry || string(cfg.Parameters) != tc.params {
+		if err != nil || cfg.Entrypoint != tc.entry || string(cfg.Parameters) != tc.params || cfg.CompactPods != tc.compact {
 			t.Errorf("parseOPAConfig(%s) = %+v (%s), %v", tc.in, cfg, cfg.Parameters, err)
 		}
 	}
 	if _, err := parseOPAConfig(json.RawMessage(`{"entrypoint":1}`)); err == nil {
 		t.Error("a numeric entrypoint was accepted")
+	}
+	if _, err := parseOPAConfig(json.RawMessage(`{"compactPods":"yes"}`)); err == nil {
+		t.Error("a string compactPods was accepted")
 	}
 }
 

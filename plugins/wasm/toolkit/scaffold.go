@@ -134,9 +134,12 @@ func Init(opts InitOptions) ([]string, error) {
 		return nil
 	}
 	// vendor copies the SDK directory from (relative to sdk/) into the project's
-	// VendorDir, leaving out tests.
+	// VendorDir, leaving out tests and their data.
 	vendor := func(from string) error {
 		return fs.WalkDir(sdkFiles, from, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() && d.Name() == "testdata" {
+				return fs.SkipDir
+			}
 			if err != nil || d.IsDir() || strings.HasSuffix(p, "_test.go") {
 				return err
 			}

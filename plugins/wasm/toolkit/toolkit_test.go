@@ -486,6 +486,9 @@ func TestInitEveryTemplate(t *testing.T) {
 				if _, err := os.Stat(filepath.Join(dir, v+"go/score/score_test.go")); err == nil {
 					t.Error("the SDK's tests were copied")
 				}
+				if _, err := os.Stat(filepath.Join(dir, v+"go/jsonview/testdata")); err == nil {
+					t.Error("the SDK's test data were copied")
+				}
 				if got, err := Detect(dir); err != nil || got != lang {
 					t.Errorf("Detect(scaffold) = %q, %v", got, err)
 				}

@@ -32,17 +32,21 @@ export class Value {
     return Kind.Number;
   }
 
-  /** get returns the member named key of an object (the first if repeated). */
+  /** get returns the member named key of an object (the first if repeated). Keys are
+   * compared in place, and no Value is made for the members passed over: a lookup
+   * allocates only the Value it returns. */
   get(key: string): Value {
     if (this.kind != Kind.Object) return MISSING;
-    const k = String.UTF8.encode(key);
-    const kp = changetype<usize>(k);
-    const kn = <usize>k.byteLength;
     const it = new Iter(this);
     while (it.next()) {
-      if (it.key.equalsUTF8(kp, kn)) return it.value;
+      if (spanIs(it.ks, it.ke, key)) return new Value(it.vs, it.ve);
     }
     return MISSING;
+  }
+
+  /** is tells whether this is the string s, compared in place without decoding it. */
+  is(s: string): bool {
+    return this.kind == Kind.String && spanIs(this.start, this.end, s);
   }
 
   /** has tells whether an object has a member named key. */
@@ -55,7 +59,7 @@ export class Value {
     const out: Value[] = [];
     if (this.kind != Kind.Array && this.kind != Kind.Object) return out;
     const it = new Iter(this);
-    while (it.next()) out.push(it.value);
+    while (it.next()) out.push(new Value(it.vs, it.ve));
     return out;
   }
 
@@ -64,7 +68,7 @@ export class Value {
     const out: string[] = [];
     if (this.kind != Kind.Object) return out;
     const it = new Iter(this);
-    while (it.next()) out.push(it.key.str());
+    while (it.next()) out.push(new Value(it.ks, it.ke).str());
     return out;
   }
 
@@ -119,13 +123,16 @@ export function parseUTF8(ptr: usize, len: i32): Value {
   return end == e && e > s ? new Value(s, e) : MISSING;
 }
 
-/** Iter walks the elements of an array or the members of an object. */
+/** Iter walks the elements of an array or the members of an object: after next, the
+ * key's span (quotes included) is ks..ke and the value's vs..ve. */
 class Iter {
   p: usize;
   end: usize;
   object: bool;
-  key: Value = MISSING;
-  value: Value = MISSING;
+  ks: usize = 0;
+  ke: usize = 0;
+  vs: usize = 0;
+  ve: usize = 0;
 
   constructor(v: Value) {
     this.p = v.start + 1;
@@ -141,14 +148,16 @@ class Iter {
       if (load<u8>(p) != 0x22) return this.stop();
       const ke = skip(p, this.end);
       if (ke == 0) return this.stop();
-      this.key = new Value(p, ke);
+      this.ks = p;
+      this.ke = ke;
       p = ws(ke, this.end);
       if (p >= this.end || load<u8>(p) != 0x3a) return this.stop();
       p = ws(p + 1, this.end);
     }
     const ve = skip(p, this.end);
     if (ve == 0) return this.stop();
-    this.value = new Value(p, ve);
+    this.vs = p;
+    this.ve = ve;
     this.p = ve;
     return true;
   }
@@ -157,6 +166,23 @@ class Iter {
     this.p = this.end;
     return false;
   }
+}
+
+/** spanIs tells whether the JSON string at start..end (quotes included) decodes to s. A
+ * plain ASCII string (no escapes) is compared in place with s's UTF-16 code units;
+ * anything else is decoded first. */
+function spanIs(start: usize, end: usize, s: string): bool {
+  const raw = start + 1;
+  const n = <i32>(end - start) - 2;
+  for (let i = 0; i < n; i++) {
+    const b = load<u8>(raw + <usize>i);
+    if (b == 0x5c || b >= 0x80) return decodeString(raw, end - 1) == s;
+  }
+  if (n != s.length) return false;
+  for (let i = 0; i < n; i++) {
+    if (<i32>load<u8>(raw + <usize>i) != <i32>s.charCodeAt(i)) return false;
+  }
+  return true;
 }
 
 function isWS(c: u8): bool {

@@ -4,6 +4,7 @@ package mutate
 import (
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
 	"github.com/wasmplane/wasmplane/sdk/go/internal/guest"
+	"github.com/wasmplane/wasmplane/sdk/go/jsonview"
 )
 
 var handler func(in, dst []byte) ([]byte, error)
@@ -13,6 +14,17 @@ var handler func(in, dst []byte) ([]byte, error)
 func Register(fn func(req *abi.AdmissionRequest) (abi.MutateResponse, error)) {
 	// Decoded and encoded by hand: encoding/json would cost a Go guest most of a call.
 	handler = guest.Admission(fn, guest.EncodeMutate)
+}
+
+// RegisterView sets the plugin's mutate handler as Register does, for a handler that reads
+// the request in place: req is the AdmissionRequest's JSON (sdk/ABI.md §7.3), and
+// req.At("object", "metadata", "labels") or req.Get("operation").Is("CREATE") find what
+// the plugin needs without decoding the rest. A plugin that reads a few fields of the
+// request costs several times less CPU per call this way than with Register (none of the
+// request or object is built in memory); req and what it yields alias the request and
+// are valid until the handler returns.
+func RegisterView(fn func(req jsonview.Value) (abi.MutateResponse, error)) {
+	handler = guest.AdmissionView(fn, guest.EncodeMutate)
 }
 
 // Handle runs the registered handler on one encoded request, as the host's call does;

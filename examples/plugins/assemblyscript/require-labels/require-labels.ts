@@ -46,8 +46,8 @@ function checkImages(containers: Value, problems: string[]): void {
 }
 
 function onValidate(req: Value, w: Writer): void {
-  const op = req.get("operation").str();
-  if (op != "CREATE" && op != "UPDATE") {
+  const op = req.get("operation");
+  if (!op.is("CREATE") && !op.is("UPDATE")) {
     w.raw('{"allowed":true}');
     return;
   }
@@ -61,7 +61,7 @@ function onValidate(req: Value, w: Writer): void {
   for (let i = 0; i < labels.length; i++) {
     if (!have.has(labels[i])) problems.push("label " + quote(labels[i]) + " is required");
   }
-  if (req.get("kind").get("kind").str() == "Pod") {
+  if (req.get("kind").get("kind").is("Pod")) {
     const spec = obj.get("spec");
     checkImages(spec.get("initContainers"), problems);
     checkImages(spec.get("containers"), problems);

@@ -4,11 +4,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
-	"github.com/wasmplane/wasmplane/sdk/go/objects"
+	"github.com/wasmplane/wasmplane/sdk/go/jsonview"
 	"github.com/wasmplane/wasmplane/sdk/go/validate"
 	"github.com/wasmplane/wasmplane/sdk/go/wasmplane"
 )
@@ -24,37 +25,30 @@ func init() {
 	// has them, and costs the server and this plugin a fraction of a whole Pod.
 	wasmplane.RequestCompactPods()
 	wasmplane.RegisterConfigure(func(req *abi.ConfigureRequest) error { return json.Unmarshal(req.Config, &cfg) })
-	validate.Register(func(req *abi.AdmissionRequest) (abi.ValidateResponse, error) {
-		if req.Operation != "CREATE" && req.Operation != "UPDATE" {
+	// The request is read in place (sdk/go/jsonview): only the operation, the kind, the
+	// labels and the images are looked at, and nothing is decoded into Go values.
+	validate.RegisterView(func(req jsonview.Value) (abi.ValidateResponse, error) {
+		if op := req.Get("operation"); !op.Is("CREATE") && !op.Is("UPDATE") {
 			return abi.ValidateResponse{Allowed: true}, nil
 		}
-		// The objects package reads metadata and pods several times faster than
-		// encoding/json does in a WebAssembly guest, with the same result.
-		var labels map[string]string
-		var containers []abi.Container
-		if req.Kind.Kind == "Pod" {
-			pod, err := objects.Pod(req.Object)
-			if err != nil {
-				return abi.ValidateResponse{}, err
-			}
-			labels, containers = pod.Metadata.Labels, append(pod.Spec.InitContainers, pod.Spec.Containers...)
-		} else {
-			meta, err := objects.Meta(req.Object)
-			if err != nil {
-				return abi.ValidateResponse{}, err
-			}
-			labels = meta.Labels
+		obj := req.Get("object")
+		if obj.Kind() != jsonview.Object {
+			return abi.ValidateResponse{}, errors.New("object is not a JSON object")
 		}
 		var problems []string
+		labels := obj.At("metadata", "labels")
 		for _, l := range cfg.Labels {
-			if _, ok := labels[l]; !ok {
+			if !labels.Has(l) {
 				problems = append(problems, fmt.Sprintf("label %q is required", l))
 			}
 		}
-		if req.Kind.Kind == "Pod" {
-			for _, c := range containers {
-				if latest(c.Image) {
-					problems = append(problems, fmt.Sprintf("container %q: image %q must be pinned to a tag other than latest", c.Name, c.Image))
+		if req.At("kind", "kind").Is("Pod") {
+			spec := obj.Get("spec")
+			for _, list := range [...]string{"initContainers", "containers"} {
+				for c := range spec.Get(list).Items() {
+					if image := c.Get("image").String(); latest(image) {
+						problems = append(problems, fmt.Sprintf("container %q: image %q must be pinned to a tag other than latest", c.Get("name").String(), image))
+					}
 				}
 			}
 		}

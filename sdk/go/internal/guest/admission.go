@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
+	"github.com/wasmplane/wasmplane/sdk/go/jsonview"
 )
 
 // Admission requests and answers are decoded and encoded by hand, for the reason node
@@ -295,13 +296,27 @@ func Admission[Resp any](fn func(*abi.AdmissionRequest) (Resp, error), enc func(
 			return nil, err
 		}
 		resp, err := fn(&req)
-		if err != nil {
-			return nil, err
-		}
-		b, err := enc(dst, &resp)
-		if err != nil {
-			return nil, fmt.Errorf("encode response: %w", err)
-		}
-		return b, nil
+		return encodeAnswer(dst, &resp, err, enc)
+	}
+}
+
+// encodeAnswer encodes a handler's answer, or passes on its error.
+func encodeAnswer[Resp any](dst []byte, resp *Resp, err error, enc func([]byte, *Resp) ([]byte, error)) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	b, err := enc(dst, resp)
+	if err != nil {
+		return nil, fmt.Errorf("encode response: %w", err)
+	}
+	return b, nil
+}
+
+// AdmissionView makes the handler of a mutate or validate hook that reads the request in
+// place (sdk/go/jsonview) instead of decoding it; the answer is encoded by enc.
+func AdmissionView[Resp any](fn func(jsonview.Value) (Resp, error), enc func([]byte, *Resp) ([]byte, error)) func(in, dst []byte) ([]byte, error) {
+	return func(in, dst []byte) ([]byte, error) {
+		resp, err := fn(jsonview.Parse(in))
+		return encodeAnswer(dst, &resp, err, enc)
 	}
 }
