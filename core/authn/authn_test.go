@@ -40,7 +40,7 @@ func classify(ok bool, err error) outcome {
 	return notMine
 }
 
-func clientCert(t *testing.T, ca *pki.CA, l pki.Leaf) *x509.Certificate {
+func clientCert(t testing.TB, ca *pki.CA, l pki.Leaf) *x509.Certificate {
 	t.Helper()
 	certPEM, _, err := ca.Issue(l)
 	if err != nil {

@@ -43,18 +43,18 @@ func (x *X509) AuthenticateRequest(req *http.Request) (*User, []string, bool, er
 		now = x.Now
 	}
 	leaf := req.TLS.PeerCertificates[0]
-	opts := x509.VerifyOptions{
-		Roots:         x.Roots,
-		Intermediates: x509.NewCertPool(),
-		CurrentTime:   now(),
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
 	x.once.Do(func() {
 		x.verified = lru.New(x509CacheSize)
 		x.verifiedConns = lru.New(x509CacheSize)
 	})
 	t := now()
 	if t.Before(leaf.NotBefore) || t.After(leaf.NotAfter) || !x.known(req.TLS.PeerCertificates) {
+		opts := x509.VerifyOptions{
+			Roots:         x.Roots,
+			Intermediates: x509.NewCertPool(),
+			CurrentTime:   t,
+			KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}
 		for _, c := range req.TLS.PeerCertificates[1:] {
 			opts.Intermediates.AddCert(c)
 		}
