@@ -82,7 +82,10 @@ type options struct {
 	timeout                time.Duration
 	floodNice, floodProcs  int
 	floodWarmup            time.Duration
-	profileDir             string
+	// floodRate, when set, replaces overload × capacity: the same flood for two builds
+	// of one server whose capacities differ.
+	floodRate  float64
+	profileDir string
 	// child runs this process as the flooding client (see floodChild).
 	child                     bool
 	childKubeconfig, childURL string
@@ -106,11 +109,12 @@ func main() {
 	flag.IntVar(&o.floodNice, "flood-nice", 19, "niceness of the flooding client's process (0: as the rest)")
 	flag.IntVar(&o.floodProcs, "flood-gomaxprocs", 1, "GOMAXPROCS of the flooding client's process (0: the Go default)")
 	flag.DurationVar(&o.floodWarmup, "flood-warmup", 2*time.Second, "how long the flood runs before the flooded phase starts")
+	flag.Float64Var(&o.floodRate, "flood-rate", 0, "LISTs/s of the flood instead of -overload × the measured capacity (to compare two builds under the same flood)")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write each server's CPU profile of the flooded phase here")
 	flag.BoolVar(&o.child, "flood-child", false, "internal: be the flooding client")
 	flag.StringVar(&o.childKubeconfig, "flood-kubeconfig", "", "internal: the flooding client's admin kubeconfig")
 	flag.StringVar(&o.childURL, "flood-url", "", "internal: the URL the flooding client lists")
-	flag.Float64Var(&o.childRate, "flood-rate", 0, "internal: the flooding client's LISTs per second")
+	flag.Float64Var(&o.childRate, "flood-child-rate", 0, "internal: the flooding client's LISTs per second")
 	flag.Parse()
 	if o.child {
 		if err := floodChild(o); err != nil {
@@ -272,6 +276,14 @@ func measure(ctx context.Context, s *side, o options) error {
 	return nil
 }
 
+// floodRate is the flood's LISTs per second on s.
+func (s *side) floodRate(o options) float64 {
+	if o.floodRate > 0 {
+		return o.floodRate
+	}
+	return s.capacity * o.overload
+}
+
 // cpuSample is the CPU time used so far by a server's processes and by this program.
 type cpuSample struct{ server, self time.Duration }
 
@@ -311,7 +323,7 @@ func startFlood(ctx context.Context, s *side, listURL string, o options) (*flood
 		return nil, fmt.Errorf("finding this program: %w", err)
 	}
 	args := []string{self, "-flood-child", "-flood-kubeconfig", s.cp.Kubeconfig, "-flood-url", listURL,
-		"-flood-rate", strconv.FormatFloat(s.capacity*o.overload, 'f', 1, 64), "-max-outstanding", strconv.Itoa(o.outstand),
+		"-flood-child-rate", strconv.FormatFloat(s.floodRate(o), 'f', 1, 64), "-max-outstanding", strconv.Itoa(o.outstand),
 		"-flood-warmup", o.floodWarmup.String()}
 	if o.floodNice != 0 {
 		args = append([]string{"nice", "-n", strconv.Itoa(o.floodNice)}, args...)
