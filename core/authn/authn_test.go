@@ -53,15 +53,22 @@ func clientCert(t testing.TB, ca *pki.CA, l pki.Leaf) *x509.Certificate {
 	return certs[0]
 }
 
+// twoCAs returns the trusted CA and another one.
+func twoCAs(t *testing.T) (trusted, other *pki.CA) {
+	t.Helper()
+	trusted, err := pki.LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err = pki.LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return trusted, other
+}
+
 func TestX509(t *testing.T) {
-	ca, err := pki.LoadOrCreateCA(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := pki.LoadOrCreateCA(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, other := twoCAs(t)
 	alice := clientCert(t, ca, pki.Leaf{CommonName: "alice", Organizations: []string{"dev", "ops"}, Usage: pki.ClientAuth})
 	tests := []struct {
 		name   string
@@ -99,14 +106,7 @@ func TestX509(t *testing.T) {
 // TestX509Cache checks that a cached verification (by connection or by bytes) still
 // re-checks the validity window, and that what was not verified is not let in by it.
 func TestX509Cache(t *testing.T) {
-	ca, err := pki.LoadOrCreateCA(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := pki.LoadOrCreateCA(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, other := twoCAs(t)
 	alice := clientCert(t, ca, pki.Leaf{CommonName: "alice", Usage: pki.ClientAuth})
 	aliceAgain, err := x509.ParseCertificate(alice.Raw) // another connection's parse
 	if err != nil {
