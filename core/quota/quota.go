@@ -6,6 +6,7 @@ package quota
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -361,7 +362,8 @@ func PodCounts(pod *corev1.Pod, now time.Time) bool {
 }
 
 // Matches reports whether quota q applies to obj of gr: a quota with scopes or a scope
-// selector applies to pods only, and only to those its scopes select.
+// selector applies to pods, and to PersistentVolumeClaims (by the VolumeAttributesClass
+// scope, as Kubernetes' claim evaluator), and only to those its scopes select.
 func Matches(q *corev1.ResourceQuota, gr schema.GroupResource, obj runtime.Object) bool {
 	var selectors []corev1.ScopedResourceSelectorRequirement
 	for _, s := range q.Spec.Scopes {
@@ -373,17 +375,74 @@ func Matches(q *corev1.ResourceQuota, gr schema.GroupResource, obj runtime.Objec
 	if len(selectors) == 0 {
 		return true
 	}
-	pod, ok := obj.(*corev1.Pod)
-	if !ok || gr.Resource != "pods" {
+	var matches func(corev1.ScopedResourceSelectorRequirement) bool
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		if gr.Resource != "pods" {
+			return false
+		}
+		matches = func(s corev1.ScopedResourceSelectorRequirement) bool { return podMatchesScope(o, s) }
+	case *corev1.PersistentVolumeClaim:
+		if gr != pvcsGR {
+			return false
+		}
+		matches = func(s corev1.ScopedResourceSelectorRequirement) bool { return pvcMatchesScope(o, s) }
+	default:
 		return false
 	}
 	for _, s := range selectors {
-		if !podMatchesScope(pod, s) {
+		if !matches(s) {
 			return false
 		}
 	}
 	return true
 }
+
+// Scoped reports whether q has scopes or a scope selector.
+func Scoped(q *corev1.ResourceQuota) bool {
+	return len(q.Spec.Scopes) > 0 || q.Spec.ScopeSelector != nil
+}
+
+// pvcMatchesScope is Kubernetes' claim evaluator's scope match: only the
+// VolumeAttributesClass scope selects claims, by every class the claim refers to (the one
+// it asks for, the one it has and the one it is being modified to); a claim matches when
+// the selector matches one of them, or, referring to none, when it matches no class.
+func pvcMatchesScope(pvc *corev1.PersistentVolumeClaim, s corev1.ScopedResourceSelectorRequirement) bool {
+	if s.ScopeName != corev1.ResourceQuotaScopeVolumeAttributesClass {
+		return false
+	}
+	names := volumeAttributesClassNames(pvc)
+	in := func(name string) bool { return slices.Contains(s.Values, name) }
+	switch s.Operator {
+	case corev1.ScopeSelectorOpExists:
+		return len(names) > 0
+	case corev1.ScopeSelectorOpDoesNotExist:
+		return len(names) == 0
+	case corev1.ScopeSelectorOpIn:
+		return slices.ContainsFunc(names, in)
+	case corev1.ScopeSelectorOpNotIn:
+		return len(names) == 0 || slices.ContainsFunc(names, func(n string) bool { return !in(n) })
+	}
+	return false
+}
+
+// volumeAttributesClassNames are the VolumeAttributesClasses a claim refers to.
+func volumeAttributesClassNames(pvc *corev1.PersistentVolumeClaim) []string {
+	names := sets.New[string]()
+	if c := pvc.Spec.VolumeAttributesClassName; c != nil && *c != "" {
+		names.Insert(*c)
+	}
+	if c := pvc.Status.CurrentVolumeAttributesClassName; c != nil && *c != "" {
+		names.Insert(*c)
+	}
+	if m := pvc.Status.ModifyVolumeStatus; m != nil && m.TargetVolumeAttributesClassName != "" {
+		names.Insert(m.TargetVolumeAttributesClassName)
+	}
+	return sets.List(names)
+}
+
+// PersistentVolumeClaims is the group resource of PersistentVolumeClaims.
+var PersistentVolumeClaims = pvcsGR
 
 func podMatchesScope(pod *corev1.Pod, s corev1.ScopedResourceSelectorRequirement) bool {
 	terminating := pod.Spec.ActiveDeadlineSeconds != nil && *pod.Spec.ActiveDeadlineSeconds >= 0

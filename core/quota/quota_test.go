@@ -106,6 +106,17 @@ func TestMatchesScopes(t *testing.T) {
 	}
 	sel := &corev1.ResourceQuota{Spec: corev1.ResourceQuotaSpec{ScopeSelector: &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{
 		{ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: corev1.ScopeSelectorOpIn, Values: []string{"high"}}}}}}
+	// Claims by the VolumeAttributesClasses they refer to.
+	pvcGR := schema.GroupResource{Resource: "persistentvolumeclaims"}
+	plain := &corev1.PersistentVolumeClaim{}
+	gold := &corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{VolumeAttributesClassName: ptr.To("gold")}}
+	moving := &corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{VolumeAttributesClassName: ptr.To("gold")},
+		Status: corev1.PersistentVolumeClaimStatus{CurrentVolumeAttributesClassName: ptr.To("silver"),
+			ModifyVolumeStatus: &corev1.ModifyVolumeStatus{TargetVolumeAttributesClassName: "bronze"}}}
+	vac := func(op corev1.ScopeSelectorOperator, values ...string) *corev1.ResourceQuota {
+		return &corev1.ResourceQuota{Spec: corev1.ResourceQuotaSpec{ScopeSelector: &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{
+			{ScopeName: corev1.ResourceQuotaScopeVolumeAttributesClass, Operator: op, Values: values}}}}}
+	}
 	tests := []struct {
 		name string
 		q    *corev1.ResourceQuota
@@ -121,6 +132,20 @@ func TestMatchesScopes(t *testing.T) {
 		{"not terminating", q(corev1.ResourceQuotaScopeNotTerminating), podGR, term, false},
 		{"priority class in", sel, podGR, be, true},
 		{"priority class not in", sel, podGR, term, false},
+		{"claims: pod scopes never match", q(corev1.ResourceQuotaScopeBestEffort), pvcGR, gold, false},
+		{"claims: class exists", q(corev1.ResourceQuotaScopeVolumeAttributesClass), pvcGR, gold, true},
+		{"claims: class exists, none", q(corev1.ResourceQuotaScopeVolumeAttributesClass), pvcGR, plain, false},
+		{"claims: class in, asked for", vac(corev1.ScopeSelectorOpIn, "gold"), pvcGR, gold, true},
+		{"claims: class in, other", vac(corev1.ScopeSelectorOpIn, "silver"), pvcGR, gold, false},
+		{"claims: class in, none", vac(corev1.ScopeSelectorOpIn, "gold"), pvcGR, plain, false},
+		{"claims: class in, the current one", vac(corev1.ScopeSelectorOpIn, "silver"), pvcGR, moving, true},
+		{"claims: class in, the target one", vac(corev1.ScopeSelectorOpIn, "bronze"), pvcGR, moving, true},
+		{"claims: class not in, one of several outside", vac(corev1.ScopeSelectorOpNotIn, "gold"), pvcGR, moving, true},
+		{"claims: class not in, the only one", vac(corev1.ScopeSelectorOpNotIn, "gold"), pvcGR, gold, false},
+		{"claims: class not in, none", vac(corev1.ScopeSelectorOpNotIn, "gold"), pvcGR, plain, true},
+		{"claims: class does not exist, none", vac(corev1.ScopeSelectorOpDoesNotExist), pvcGR, plain, true},
+		{"claims: class does not exist, one", vac(corev1.ScopeSelectorOpDoesNotExist), pvcGR, gold, false},
+		{"claims: a claim as another resource", vac(corev1.ScopeSelectorOpIn, "gold"), podGR, gold, false},
 	}
 	for _, tt := range tests {
 		if got := Matches(tt.q, tt.gr, tt.obj); got != tt.want {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -220,7 +221,10 @@ type usageCache struct {
 	ns     string
 	pods   []corev1.Pod
 	podsOK bool
-	counts map[schema.GroupResource]int64
+	// pvcList is the namespace's claims, once listed (for scoped quotas).
+	pvcList   []corev1.PersistentVolumeClaim
+	pvcListOK bool
+	counts    map[schema.GroupResource]int64
 	// memory is the namespace's WasmPlugin memory, once read.
 	memory *resource.Quantity
 	// services is what the namespace's Services cost in quota.ServiceNames, once read.
@@ -235,10 +239,15 @@ type usageCache struct {
 func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1.ResourceList, error) {
 	used := corev1.ResourceList{}
 	podsGR := schema.GroupResource{Resource: "pods"}
-	needPods := false
+	needPods, needPVCs := false, false
 	for name := range q.Spec.Hard {
 		if quota.ChargesPods(name) {
 			needPods = true
+			continue
+		}
+		if quota.Scoped(q) && slices.Contains(quota.Matching(quota.PersistentVolumeClaims, q.Spec.Hard), name) {
+			// A scoped quota charges the claims its scopes select, one by one.
+			needPVCs = true
 			continue
 		}
 		if sum := u.summed(name); sum != nil {
@@ -272,7 +281,7 @@ func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1
 			continue
 		}
 		n := int64(0)
-		// Scoped quotas apply to pods only.
+		// Scoped quotas apply to pods and claims only (charged above).
 		if q.Spec.ScopeSelector == nil && len(q.Spec.Scopes) == 0 {
 			var err error
 			if n, err = u.count(ctx, gr); err != nil {
@@ -302,7 +311,41 @@ func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1
 			}
 		}
 	}
+	if needPVCs {
+		pvcs, err := u.listPVCs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		names := quota.Matching(quota.PersistentVolumeClaims, q.Spec.Hard)
+		total := corev1.ResourceList{}
+		now := u.c.opts.Now()
+		for i := range pvcs {
+			if quota.Matches(q, quota.PersistentVolumeClaims, &pvcs[i]) {
+				total = quota.Add(total, quota.Mask(quota.Usage(quota.PersistentVolumeClaims, &pvcs[i], now), names))
+			}
+		}
+		for _, n := range names {
+			if v, ok := total[n]; ok {
+				used[n] = v
+			} else {
+				used[n] = resource.MustParse("0")
+			}
+		}
+	}
 	return used, nil
+}
+
+// listPVCs lists the namespace's PersistentVolumeClaims once per sync.
+func (u *usageCache) listPVCs(ctx context.Context) ([]corev1.PersistentVolumeClaim, error) {
+	if u.pvcListOK {
+		return u.pvcList, nil
+	}
+	list, err := u.c.client.CoreV1().PersistentVolumeClaims(u.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing persistent volume claims of %s: %w", u.ns, err)
+	}
+	u.pvcList, u.pvcListOK = list.Items, true
+	return u.pvcList, nil
 }
 
 func (u *usageCache) listPods(ctx context.Context) ([]corev1.Pod, error) {
