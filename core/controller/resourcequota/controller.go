@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -290,49 +291,45 @@ func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1
 		}
 		used[name] = *resource.NewQuantity(n, resource.DecimalSI)
 	}
+	now := u.c.opts.Now()
 	if needPods {
 		pods, err := u.listPods(ctx)
 		if err != nil {
 			return nil, err
 		}
-		names := quota.Matching(podsGR, q.Spec.Hard)
-		total := corev1.ResourceList{}
-		now := u.c.opts.Now()
-		for i := range pods {
-			if quota.Matches(q, podsGR, &pods[i]) {
-				total = quota.Add(total, quota.Mask(quota.Usage(podsGR, &pods[i], now), names))
-			}
-		}
-		for _, n := range names {
-			if v, ok := total[n]; ok {
-				used[n] = v
-			} else {
-				used[n] = resource.MustParse("0")
-			}
-		}
+		chargeMatching(q, podsGR, pods, now, used)
 	}
 	if needPVCs {
 		pvcs, err := u.listPVCs(ctx)
 		if err != nil {
 			return nil, err
 		}
-		names := quota.Matching(quota.PersistentVolumeClaims, q.Spec.Hard)
-		total := corev1.ResourceList{}
-		now := u.c.opts.Now()
-		for i := range pvcs {
-			if quota.Matches(q, quota.PersistentVolumeClaims, &pvcs[i]) {
-				total = quota.Add(total, quota.Mask(quota.Usage(quota.PersistentVolumeClaims, &pvcs[i], now), names))
-			}
-		}
-		for _, n := range names {
-			if v, ok := total[n]; ok {
-				used[n] = v
-			} else {
-				used[n] = resource.MustParse("0")
-			}
-		}
+		chargeMatching(q, quota.PersistentVolumeClaims, pvcs, now, used)
 	}
 	return used, nil
+}
+
+// chargeMatching sets in used, for each name of q's that objects of gr are charged for,
+// the sum over the objects q's scopes select (0 when none is charged for it).
+func chargeMatching[T any, P interface {
+	*T
+	runtime.Object
+}](q *corev1.ResourceQuota, gr schema.GroupResource, objs []T, now time.Time, used corev1.ResourceList) {
+	names := quota.Matching(gr, q.Spec.Hard)
+	total := corev1.ResourceList{}
+	for i := range objs {
+		obj := P(&objs[i])
+		if quota.Matches(q, gr, obj) {
+			total = quota.Add(total, quota.Mask(quota.Usage(gr, obj, now), names))
+		}
+	}
+	for _, n := range names {
+		if v, ok := total[n]; ok {
+			used[n] = v
+		} else {
+			used[n] = resource.MustParse("0")
+		}
+	}
 }
 
 // listPVCs lists the namespace's PersistentVolumeClaims once per sync.

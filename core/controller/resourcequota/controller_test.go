@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
+	"k8s.io/utils/ptr"
 )
 
 func TestSyncRecomputesUsage(t *testing.T) {
@@ -31,6 +32,11 @@ func TestSyncRecomputesUsage(t *testing.T) {
 	done.Name, done.Status.Phase = "b", corev1.PodSucceeded
 	other := running.DeepCopy()
 	other.Name, other.Namespace = "c", "elsewhere"
+	claim := func(name, size string, class *string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Spec: corev1.PersistentVolumeClaimSpec{
+			VolumeAttributesClassName: class, Resources: corev1.VolumeResourceRequirements{Requests: rl("storage", size)}}}
+	}
+	gold, plain := claim("gold", "1Gi", ptr.To("gold")), claim("plain", "2Gi", nil)
 	cmMeta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "ns"}}
 
 	tests := []struct {
@@ -44,12 +50,15 @@ func TestSyncRecomputesUsage(t *testing.T) {
 			used: rl("pods", "4"), want: rl("pods", "1", "count/pods", "2", "requests.cpu", "250m", "configmaps", "1", "count/deployments.apps", "0")},
 		{name: "scoped quota counts matching pods only", hard: rl("pods", "5", "configmaps", "3"), scope: []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeBestEffort},
 			want: rl("pods", "0", "configmaps", "0")},
+		{name: "volume attributes class scope counts the claims of a class", hard: rl("persistentvolumeclaims", "5", "requests.storage", "10Gi", "configmaps", "3"),
+			scope: []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeVolumeAttributesClass},
+			want:  rl("persistentvolumeclaims", "1", "requests.storage", "1Gi", "configmaps", "0")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns"},
 				Spec: corev1.ResourceQuotaSpec{Hard: tt.hard, Scopes: tt.scope}, Status: corev1.ResourceQuotaStatus{Used: tt.used}}
-			client := fake.NewClientset(q, running, done, other)
+			client := fake.NewClientset(q, running, done, other, gold, plain)
 			client.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{
 				{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "pods", Namespaced: true, Kind: "Pod"}, {Name: "configmaps", Namespaced: true, Kind: "ConfigMap"}}},
 			}
