@@ -34,7 +34,10 @@
 // each in their own request; the client counts the LISTs it owed and could not send (at
 // -max-outstanding in flight), and the CPU it used is printed so that a starved client
 // shows. The flood runs for -flood-warmup before the phase starts: a cold client's burst
-// of TLS handshakes is not what the benchmark is about. -profile-dir writes each server's CPU profile of the flooded phase.
+// of TLS handshakes is not what the benchmark is about. -profile-dir writes each server's
+// CPU profile of the flooded phase; -flood-rate floods at a fixed rate instead, to compare
+// two builds of one server under the same flood (e.g. with -only wasmplane
+// -wasmplane-bin).
 //
 //	go run ./tests/bench/apf -peers /work/peers
 package main
