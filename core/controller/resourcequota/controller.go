@@ -332,7 +332,8 @@ func chargeMatching[T any, P interface {
 	}
 }
 
-// listPVCs lists the namespace's PersistentVolumeClaims once per sync.
+// listPVCs lists the namespace's PersistentVolumeClaims once per sync, and watches them so
+// that a deletion requeues the quotas.
 func (u *usageCache) listPVCs(ctx context.Context) ([]corev1.PersistentVolumeClaim, error) {
 	if u.pvcListOK {
 		return u.pvcList, nil
@@ -342,6 +343,8 @@ func (u *usageCache) listPVCs(ctx context.Context) ([]corev1.PersistentVolumeCla
 		return nil, fmt.Errorf("listing persistent volume claims of %s: %w", u.ns, err)
 	}
 	u.pvcList, u.pvcListOK = list.Items, true
+	// A deleted claim gives its quota back at once.
+	u.c.watch(pvcsGVR)
 	return u.pvcList, nil
 }
 
