@@ -302,7 +302,7 @@ func New(cfg Config) (*Server, error) {
 	chain := filters.WithAuthorization(h, cfg.Authorizer, s.codecs.WriteError)
 	limit := func(h http.Handler) http.Handler {
 		if cfg.FlowControl != nil {
-			return filters.WithPriorityAndFairness(h, cfg.FlowControl)
+			return filters.WithPriorityAndFairness(h, cfg.FlowControl, s.objectStats)
 		}
 		return filters.WithMaxInFlight(h, cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight, s.codecs.WriteError)
 	}

@@ -40,7 +40,7 @@ func classify(ok bool, err error) outcome {
 	return notMine
 }
 
-func clientCert(t *testing.T, ca *pki.CA, l pki.Leaf) *x509.Certificate {
+func clientCert(t testing.TB, ca *pki.CA, l pki.Leaf) *x509.Certificate {
 	t.Helper()
 	certPEM, _, err := ca.Issue(l)
 	if err != nil {
@@ -53,15 +53,22 @@ func clientCert(t *testing.T, ca *pki.CA, l pki.Leaf) *x509.Certificate {
 	return certs[0]
 }
 
+// twoCAs returns the trusted CA and another one.
+func twoCAs(t *testing.T) (trusted, other *pki.CA) {
+	t.Helper()
+	trusted, err := pki.LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err = pki.LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return trusted, other
+}
+
 func TestX509(t *testing.T) {
-	ca, err := pki.LoadOrCreateCA(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := pki.LoadOrCreateCA(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, other := twoCAs(t)
 	alice := clientCert(t, ca, pki.Leaf{CommonName: "alice", Organizations: []string{"dev", "ops"}, Usage: pki.ClientAuth})
 	tests := []struct {
 		name   string
@@ -93,6 +100,45 @@ func TestX509(t *testing.T) {
 				t.Fatalf("user %+v", u)
 			}
 		})
+	}
+}
+
+// TestX509Cache checks that a cached verification (by connection or by bytes) still
+// re-checks the validity window, and that what was not verified is not let in by it.
+func TestX509Cache(t *testing.T) {
+	ca, other := twoCAs(t)
+	alice := clientCert(t, ca, pki.Leaf{CommonName: "alice", Usage: pki.ClientAuth})
+	aliceAgain, err := x509.ParseCertificate(alice.Raw) // another connection's parse
+	if err != nil {
+		t.Fatal(err)
+	}
+	mallory := clientCert(t, other, pki.Leaf{CommonName: "mallory", Usage: pki.ClientAuth})
+	now := time.Now()
+	a := &X509{Roots: ca.Pool(), Now: func() time.Time { return now }}
+	// The steps run in order on one authenticator.
+	steps := []struct {
+		name  string
+		chain []*x509.Certificate
+		later time.Duration
+		want  outcome
+	}{
+		{"first request verifies", []*x509.Certificate{alice}, 0, accepted},
+		{"same connection", []*x509.Certificate{alice}, 0, accepted},
+		{"same connection once expired", []*x509.Certificate{alice}, 2 * 365 * 24 * time.Hour, refused},
+		{"same bytes on another connection", []*x509.Certificate{aliceAgain}, 0, accepted},
+		{"same bytes once expired", []*x509.Certificate{aliceAgain}, 2 * 365 * 24 * time.Hour, refused},
+		{"untrusted after trusted", []*x509.Certificate{mallory}, 0, refused},
+		{"untrusted again", []*x509.Certificate{mallory}, 0, refused},
+	}
+	start := now
+	for _, st := range steps {
+		now = start.Add(st.later)
+		req := httptest.NewRequest(http.MethodGet, "/api", nil)
+		req.TLS = &tls.ConnectionState{PeerCertificates: st.chain}
+		_, _, ok, err := a.AuthenticateRequest(req)
+		if got := classify(ok, err); got != st.want {
+			t.Fatalf("%s: outcome %v (err %v), want %v", st.name, got, err, st.want)
+		}
 	}
 }
 

@@ -129,6 +129,7 @@ type Cacher struct {
 	rev       uint64                   // every event up to rev is applied
 	revCh     chan struct{}            // closed (and replaced) when rev advances
 	tree      *btree.BTree[*cacheItem] // current items by key; clones are snapshots
+	treeBytes int64                    // sum of the current items' stored sizes
 	ring      []*cacheEvent
 	ringHead  int // index of the oldest event
 	ringLen   int
@@ -297,7 +298,7 @@ func (c *Cacher) relist() (uint64, error) {
 	prefix := c.prefix()
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	items := newItemTree()
-	var rev int64
+	var rev, size int64
 	start := prefix
 	for {
 		resp, err := c.store.client.Get(c.ctx, start, clientv3.WithRange(end), clientv3.WithLimit(maxListBatch),
@@ -314,7 +315,10 @@ func (c *Cacher) relist() (uint64, error) {
 				c.log.Error("watch cache: undecodable object skipped", "key", string(kv.Key), "err", err)
 				continue
 			}
-			items.ReplaceOrInsert(it)
+			if old, ok := items.ReplaceOrInsert(it); ok {
+				size -= int64(old.size)
+			}
+			size += int64(it.size)
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			break
@@ -322,7 +326,7 @@ func (c *Cacher) relist() (uint64, error) {
 		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 	c.mu.Lock()
-	c.tree = items
+	c.tree, c.treeBytes = items, size
 	c.gen++
 	c.rev = uint64(rev)
 	c.oldestRev = uint64(rev)
@@ -350,6 +354,22 @@ func (c *Cacher) newItem(key string, data []byte, rev int64) (*cacheItem, error)
 		co = &CachingObject{stored: newStoredObject(c.store, key, data, rev, u)}
 	}
 	return &cacheItem{key: key, size: len(data), obj: co, labels: l, fields: newCompactFields(f)}, nil
+}
+
+// Stats counts the cached objects and their average stored size, what API Priority and
+// Fairness' list work estimator charges a LIST by (kube-apiserver reads the same from
+// etcd once a minute). ok is false while the cache is not ready.
+func (c *Cacher) Stats() (count, averageSize int64, ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.ready {
+		return 0, 0, false
+	}
+	count = int64(c.tree.Len())
+	if count > 0 {
+		averageSize = c.treeBytes / count
+	}
+	return count, averageSize, true
 }
 
 func (c *Cacher) setUnready() {
@@ -458,12 +478,16 @@ func (c *Cacher) apply(events []*clientv3.Event) {
 		switch {
 		case d.item != nil:
 			c.tree.ReplaceOrInsert(d.item)
+			c.treeBytes += int64(d.item.size)
 			ev.obj, ev.typ = d.item, watch.Modified
 			if prev == nil {
 				ev.typ = watch.Added
+			} else {
+				c.treeBytes -= int64(prev.size)
 			}
 		case prev != nil:
 			c.tree.Delete(prev)
+			c.treeBytes -= int64(prev.size)
 			last := prev.obj.shared().DeepCopyObject()
 			if err := setRV(last, int64(rev)); err != nil {
 				continue

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,8 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestCacherList(t *testing.T) {
@@ -394,4 +398,62 @@ func TestCacherEtcdWatchBreaks(t *testing.T) {
 			t.Fatalf("%d items after relist, want 5", len(list.Items))
 		}
 	})
+}
+
+// TestCacherStats checks the object count and average stored size the cache reports
+// (what API Priority and Fairness charges a LIST by) against etcd's own keys, after
+// creates, an update that grows an object and deletes.
+func TestCacherStats(t *testing.T) {
+	c := newTestCacher(t, CacherConfig{})
+	ctx := testCtx(t)
+	steps := []struct {
+		name   string
+		change func(t *testing.T)
+		want   int64
+	}{
+		{"empty", func(*testing.T) {}, 0},
+		{"created", func(t *testing.T) { createPods(t, c, c.cfg, "ns", 5) }, 5},
+		{"grown", func(t *testing.T) {
+			out := &corev1.Pod{}
+			err := c.GuaranteedUpdate(ctx, podKey(c.cfg, "ns", "p-00001"), out, false, nil, func(obj runtime.Object, _ ResponseMeta) (runtime.Object, error) {
+				p := obj.(*corev1.Pod)
+				p.Annotations = map[string]string{"big": strings.Repeat("x", 4096)}
+				return p, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}, 5},
+		{"deleted", func(t *testing.T) {
+			for _, name := range []string{"p-00000", "p-00001"} {
+				if err := c.Delete(ctx, podKey(c.cfg, "ns", name), &corev1.Pod{}, nil, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, 3},
+	}
+	for _, st := range steps {
+		st.change(t)
+		resp, err := c.store.client.Get(ctx, c.prefix(), clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want int64
+		for _, kv := range resp.Kvs {
+			want += int64(len(kv.Value))
+		}
+		if len(resp.Kvs) > 0 {
+			want /= int64(len(resp.Kvs))
+		}
+		// The cache follows etcd's watch: wait until it has the same count and size.
+		var count, size int64
+		err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			var ok bool
+			count, size, ok = c.Stats()
+			return ok && count == st.want && size == want, nil
+		})
+		if err != nil {
+			t.Fatalf("%s: stats %d objects of %d bytes, want %d of %d", st.name, count, size, st.want, want)
+		}
+	}
 }

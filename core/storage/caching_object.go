@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -103,6 +104,24 @@ func (o *CachingObject) Encoded(id runtime.Identifier) ([]byte, bool) {
 		return nil, false
 	}
 	return e.data, true
+}
+
+// listItemJSON identifies, among an object's encodings, its JSON as an item of a list.
+const listItemJSON runtime.Identifier = "wasmplane:list-item-json"
+
+// ListItemJSON returns the object as encoding/json writes it among a typed list's items
+// (what the JSON serializer writes for the item: no encoder sets its kind), computed
+// once per object version, so that a LIST answered in JSON from the cache does not
+// encode every item again. The bytes are shared: nobody may modify them. The price is
+// that the object keeps them in memory as long as it is cached.
+func (o *CachingObject) ListItemJSON() ([]byte, error) {
+	e := o.lookup(listItemJSON, true)
+	e.once.Do(func() {
+		// Marshalling only reads the shared object.
+		e.data, e.err = json.Marshal(o.object())
+		e.done.Store(true)
+	})
+	return e.data, e.err
 }
 
 // GetObject implements runtime.CacheableObject: a deep copy the caller owns.

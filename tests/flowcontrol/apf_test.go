@@ -5,7 +5,7 @@ package flowcontrol_test
 
 import (
 	"context"
-	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -17,6 +17,8 @@ import (
 
 	"github.com/wasmplane/wasmplane/core/server"
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
+	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
+	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -296,4 +298,95 @@ func bystanderGET(t *testing.T, c *http.Client, url string, i int) time.Duration
 		t.Fatalf("bystander GET %d during the flood: %d", i, resp.StatusCode)
 	}
 	return time.Since(start)
+}
+
+// TestListSeats: a LIST occupies seats by what it may go through, as kube-apiserver's list
+// work estimator charges it from the resource's object count and average size (one seat
+// per 100 KB, at most 10): a LIST of ConfigMaps costs one seat while they are small,
+// and about 8 once 800 KB of them are stored.
+func TestListSeats(t *testing.T) {
+	s := testserver.StartAPI(t)
+	cs := s.Clientset(t, true)
+	ctx := context.Background()
+	grantConfigMapReads(t, cs)
+	pl, err := cs.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, &flowcontrolv1.PriorityLevelConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "listers"},
+		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{Type: flowcontrolv1.PriorityLevelEnablementLimited, Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{
+			NominalConcurrencyShares: ptr.To[int32](100),
+			LimitResponse:            flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := []string{"*"}
+	fs, err := cs.FlowcontrolV1().FlowSchemas().Create(ctx, &flowcontrolv1.FlowSchema{
+		ObjectMeta: metav1.ObjectMeta{Name: "listers"},
+		Spec: flowcontrolv1.FlowSchemaSpec{PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: pl.Name}, MatchingPrecedence: 500,
+			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
+				Subjects:      []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: "lister"}}},
+				ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: all, APIGroups: all, Resources: all, Namespaces: all, ClusterScope: true}}}}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lister := userClient(t, s, "lister")
+	list := s.URL() + "/api/v1/namespaces/default/configmaps"
+	labels := map[string]string{"flow_schema": fs.Name}
+	// seats lists once as the lister and returns the seats the LIST was estimated at.
+	seats := func(ctx context.Context) (float64, bool, error) {
+		sum0, err := testserver.MetricSum(ctx, cs, "apiserver_flowcontrol_work_estimated_seats_sum", labels)
+		if err != nil {
+			return 0, false, err
+		}
+		n0, err := testserver.MetricSum(ctx, cs, "apiserver_flowcontrol_work_estimated_seats_count", labels)
+		if err != nil {
+			return 0, false, err
+		}
+		resp, err := lister.Get(list)
+		if err != nil {
+			return 0, false, err
+		}
+		drain(resp)
+		if resp.Header.Get(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID) != string(fs.UID) {
+			return 0, false, nil // not classified on the new schema yet
+		}
+		sum1, err := testserver.MetricSum(ctx, cs, "apiserver_flowcontrol_work_estimated_seats_sum", labels)
+		if err != nil {
+			return 0, false, err
+		}
+		n1, err := testserver.MetricSum(ctx, cs, "apiserver_flowcontrol_work_estimated_seats_count", labels)
+		if err != nil {
+			return 0, false, err
+		}
+		if n1-n0 != 1 {
+			return 0, false, nil
+		}
+		return sum1 - sum0, true, nil
+	}
+	var got float64
+	waitfor.Condition(t, time.Minute, "a LIST of few small ConfigMaps estimated", func(ctx context.Context) (bool, error) {
+		var ok bool
+		var err error
+		got, ok, err = seats(ctx)
+		return ok, err
+	})
+	if got != 1 {
+		t.Fatalf("a LIST of few small ConfigMaps took %v seats, want 1", got)
+	}
+	data := strings.Repeat("x", 20_000)
+	for i := range 40 {
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("big-", i)},
+			Data: map[string]string{"k": data}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The count follows the watch cache, which follows etcd's watch.
+	waitfor.Condition(t, time.Minute, "a LIST of 800 KB of ConfigMaps estimated at 8 seats or more", func(ctx context.Context) (bool, error) {
+		var ok bool
+		var err error
+		got, ok, err = seats(ctx)
+		return ok && got >= 8, err
+	})
+	if got > 10 {
+		t.Fatalf("a LIST took %v seats, above the estimator's maximum of 10", got)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/wasmplane/wasmplane/core/storage"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -158,4 +159,56 @@ func skipValue(b []byte, i int) (int, error) {
 		}
 		return j, nil
 	}
+}
+
+// errNotTypedJSONList means the encoder's list did not end as a typed list's JSON does.
+var errNotTypedJSONList = errors.New("list JSON does not end with its items")
+
+// typedListEnd is how the JSON encoder ends a typed list with no items: items is the last
+// field of every built-in list type.
+var typedListEnd = []byte(`"items":[]}` + "\n")
+
+// encodeCachedTypedJSONList writes what the JSON encoder writes for list with items, a
+// typed list served from the watch cache: the envelope is the encoder's own for the list
+// without items, and between the items' brackets go the items' JSON, which the cache keeps
+// once per object version (storage.CachingObject.ListItemJSON) instead of encoding every
+// item again for every LIST.
+func (s *Scope) encodeCachedTypedJSONList(list runtime.Object, items []*storage.CachingObject, info runtime.SerializerInfo) ([]byte, error) {
+	if len(items) > 0 {
+		// Every item has the same type: check once that it is the served version's (the
+		// encoder would convert another).
+		if _, err := s.servedKind(items[0].Shared()); err != nil {
+			return nil, err
+		}
+	}
+	if err := meta.SetList(list, []runtime.Object{}); err != nil {
+		return nil, fmt.Errorf("list items: %w", err)
+	}
+	var head bytes.Buffer
+	if err := s.Codecs.Factory.EncoderForVersion(info.Serializer, s.gv()).Encode(list, &head); err != nil {
+		return nil, fmt.Errorf("list envelope: %w", err)
+	}
+	if !bytes.HasSuffix(head.Bytes(), typedListEnd) {
+		return nil, errNotTypedJSONList
+	}
+	encoded := make([][]byte, len(items))
+	size := head.Len()
+	for i, co := range items {
+		data, err := co.ListItemJSON()
+		if err != nil {
+			return nil, fmt.Errorf("list item: %w", err)
+		}
+		encoded[i] = data
+		size += len(data) + 1
+	}
+	open := head.Len() - len("]}\n")
+	out := make([]byte, 0, size)
+	out = append(out, head.Bytes()[:open]...)
+	for i, data := range encoded {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, data...)
+	}
+	return append(out, head.Bytes()[open:]...), nil
 }

@@ -36,8 +36,9 @@ func (s *Scope) wantsCachedList(out Output) bool {
 	case runtime.ContentTypeProtobuf:
 		return SupportsProtobuf(s.resource().NewFunc())
 	case runtime.ContentTypeJSON:
-		// Custom objects are cached as their stored JSON (see encodeCachedJSONList).
-		return isUnstructured(s.resource().NewFunc())
+		// Custom objects are cached as their stored JSON (see encodeCachedJSONList), the
+		// others with their JSON as list items (see encodeCachedTypedJSONList).
+		return true
 	}
 	return false
 }
@@ -62,9 +63,12 @@ func (s *Scope) listCached(w http.ResponseWriter, req *http.Request, r Request, 
 		return
 	}
 	var data []byte
-	if out.Info.MediaType == runtime.ContentTypeJSON {
+	switch {
+	case out.Info.MediaType == runtime.ContentTypeJSON && isUnstructured(obj):
 		data, err = encodeCachedJSONList(obj, ci.Items, out.Info)
-	} else {
+	case out.Info.MediaType == runtime.ContentTypeJSON:
+		data, err = s.encodeCachedTypedJSONList(obj, ci.Items, out.Info)
+	default:
 		data, err = s.encodeCachedList(obj, ci.Items, out.Info)
 	}
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/validation"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
 )
 
 // WithImpersonation honours the Impersonate-User, Impersonate-Group, Impersonate-Uid and
@@ -44,7 +45,16 @@ import (
 // resource (e.g. impersonate-on:user-info:list on pods), apply only when nothing but the
 // user name is requested (except user-info), and refuse system:masters as a group. When
 // no mode allows the request, the first refusal is returned as a 403.
+//
+// An allowed impersonation is remembered for ten seconds (impersonationTTL), by the
+// requester, the wanted user and the request's attributes, as kube-apiserver remembers
+// it.
 func WithImpersonation(h http.Handler, a authz.Authorizer, writeErr ErrorWriter) http.Handler {
+	return withImpersonation(h, a, writeErr, clock.RealClock{})
+}
+
+func withImpersonation(h http.Handler, a authz.Authorizer, writeErr ErrorWriter, clk clock.Clock) http.Handler {
+	allowed := newImpersonationCache(clk)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		wanted, err := impersonationHeaders(req.Header)
 		if err != nil {
@@ -62,17 +72,27 @@ func WithImpersonation(h http.Handler, a authz.Authorizer, writeErr ErrorWriter)
 			return
 		}
 		requester := attrs.User
-		u, mode, err := impersonate(req.Context(), a, wanted, attrs)
-		if err != nil {
-			trace.From(req.Context()).Add(start, "impersonation", wanted.Name, "denied", err.Error())
-			slog.Debug("impersonation refused", "requester", requester.Name, "user", wanted.Name, "err", err)
-			writeErr(w, req, err)
-			return
+		key := impersonationKey(requester, wanted, attrs)
+		u, mode, ok := allowed.get(key)
+		if !ok {
+			if u, mode, err = impersonate(req.Context(), a, wanted, attrs); err != nil {
+				trace.From(req.Context()).Add(start, "impersonation", wanted.Name, "denied", err.Error())
+				slog.Debug("impersonation refused", "requester", requester.Name, "user", wanted.Name, "err", err)
+				writeErr(w, req, err)
+				return
+			}
+			allowed.set(key, u, mode)
 		}
 		u.Authenticator = requester.Authenticator
-		trace.From(req.Context()).Add(start, "impersonation", mode, "impersonated",
-			fmt.Sprintf("user %q groups %v as requested by %q", u.Name, u.Groups, requester.Name))
-		slog.Debug("impersonating", "requester", userString(requester), "user", userString(u), "mode", mode)
+		// The trace and the debug line are only formatted when someone reads them: most
+		// impersonated requests (reads) are not traced.
+		if t := trace.From(req.Context()); t != nil {
+			t.Add(start, "impersonation", mode, "impersonated",
+				fmt.Sprintf("user %q groups %v as requested by %q", u.Name, u.Groups, requester.Name))
+		}
+		if slog.Default().Enabled(req.Context(), slog.LevelDebug) {
+			slog.Debug("impersonating", "requester", userString(requester), "user", userString(u), "mode", mode)
+		}
 		h.ServeHTTP(w, req.WithContext(WithUser(req.Context(), u)))
 	})
 }

@@ -30,18 +30,24 @@ var longRunningCheck = genericfilters.BasicLongRunningRequestCheck(sets.NewStrin
 // classified by the FlowSchemas and waits in its priority level's fair queues for a
 // seat, or gets 429 with Retry-After; responses carry the matched schema's and level's
 // UIDs. It runs where WithMaxInFlight would, after impersonation, so that requests are
-// classified as the user they act as.
-func WithPriorityAndFairness(h http.Handler, fc utilflowcontrol.Interface) http.Handler {
-	estimator := fcrequest.NewWorkEstimator(noObjectCounts, fc.GetInterestedWatchCount, fcrequest.DefaultWorkEstimatorConfig(), fc.GetMaxSeats)
+// classified as the user they act as. objectStats counts a resource's objects ("pods",
+// "deployments.apps") for the list work estimator, which charges a LIST one seat per
+// 100 KB it may go through (up to the level's maximum); nil charges every LIST the
+// minimum.
+func WithPriorityAndFairness(h http.Handler, fc utilflowcontrol.Interface, objectStats func(string) (storage.Stats, error)) http.Handler {
+	if objectStats == nil {
+		objectStats = noObjectCounts
+	}
+	estimator := fcrequest.NewWorkEstimator(objectStats, fc.GetInterestedWatchCount, fcrequest.DefaultWorkEstimatorConfig(), fc.GetMaxSeats)
 	apf := genericfilters.WithPriorityAndFairness(h, longRunningCheck, fc, estimator, DefaultRequestWaitLimit)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		apf.ServeHTTP(w, req.WithContext(withGenericRequest(req.Context())))
 	})
 }
 
-// noObjectCounts answers the list work estimator: wasmplane keeps no per-resource object
-// counts, and "not found" makes a list cost the minimum of seats, as kube-apiserver
-// charges a resource whose count it does not know.
+// noObjectCounts answers the list work estimator without counts: "not found" makes a list
+// cost the minimum of seats, as kube-apiserver charges a resource whose count it does not
+// know.
 func noObjectCounts(string) (storage.Stats, error) {
 	return storage.Stats{}, fcrequest.ObjectCountNotFoundErr
 }

@@ -19,13 +19,33 @@
 //     capacity (each LIST in its own request, up to -max-outstanding at once; what the
 //     limit holds back is counted as not sent), ignoring 429s.
 //
-// It prints the other users' create p50/p99 in both phases and the ratio of the p99s.
+// It prints the other users' create p50/p99 in both phases and the ratio of the p99s, and
+// the CPU each party used in each phase: the server (wasmplane; kube-apiserver and etcd),
+// this program's other users, and the flooding client.
+//
+// The flooding client runs in a process of its own (this program, re-executed with
+// -flood-child), under `nice -n 19` and with GOMAXPROCS=1 by default (-flood-nice,
+// -flood-gomaxprocs), for both servers alike. On the 2-core machine the benchmark runs on,
+// a flood of thousands of requests a second costs its client about as much CPU as it
+// costs the server to refuse them; in a cluster that client runs on another machine.
+// Left at the same priority as the server, the benchmark would measure the client
+// stealing the server's CPU rather than how the server treats the other tenants. The
+// flood's definition is unchanged: open loop at -overload × the measured capacity, LISTs
+// each in their own request; the client counts the LISTs it owed and could not send (at
+// -max-outstanding in flight), and the CPU it used is printed so that a starved client
+// shows. The flood runs for -flood-warmup before the phase starts: a cold client's burst
+// of TLS handshakes is not what the benchmark is about. -profile-dir writes each server's
+// CPU profile of the flooded phase; -flood-rate floods at a fixed rate instead, to compare
+// two builds of one server under the same flood (e.g. with -only wasmplane
+// -wasmplane-bin).
 //
 //	go run ./tests/bench/apf -peers /work/peers
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,11 +53,14 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -49,6 +72,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 )
 
@@ -59,6 +83,16 @@ type options struct {
 	probeClients, outstand int
 	overload, maxP99Ratio  float64
 	timeout                time.Duration
+	floodNice, floodProcs  int
+	floodWarmup            time.Duration
+	// floodRate, when set, replaces overload × capacity: the same flood for two builds
+	// of one server whose capacities differ.
+	floodRate  float64
+	profileDir string
+	// child runs this process as the flooding client (see floodChild).
+	child                     bool
+	childKubeconfig, childURL string
+	childRate                 float64
 }
 
 func main() {
@@ -75,7 +109,23 @@ func main() {
 	flag.Float64Var(&o.overload, "overload", 10, "the flood's rate as a multiple of the measured capacity")
 	flag.Float64Var(&o.maxP99Ratio, "max-p99-ratio", 2, "the issue's bound on flooded/baseline create p99")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	flag.IntVar(&o.floodNice, "flood-nice", 19, "niceness of the flooding client's process (0: as the rest)")
+	flag.IntVar(&o.floodProcs, "flood-gomaxprocs", 1, "GOMAXPROCS of the flooding client's process (0: the Go default)")
+	flag.DurationVar(&o.floodWarmup, "flood-warmup", 2*time.Second, "how long the flood runs before the flooded phase starts")
+	flag.Float64Var(&o.floodRate, "flood-rate", 0, "LISTs/s of the flood instead of -overload × the measured capacity (to compare two builds under the same flood)")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write each server's CPU profile of the flooded phase here")
+	flag.BoolVar(&o.child, "flood-child", false, "internal: be the flooding client")
+	flag.StringVar(&o.childKubeconfig, "flood-kubeconfig", "", "internal: the flooding client's admin kubeconfig")
+	flag.StringVar(&o.childURL, "flood-url", "", "internal: the URL the flooding client lists")
+	flag.Float64Var(&o.childRate, "flood-child-rate", 0, "internal: the flooding client's LISTs per second")
 	flag.Parse()
+	if o.child {
+		if err := floodChild(o); err != nil {
+			fmt.Fprintln(os.Stderr, "flooding client:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	if err := run(ctx, o); err != nil {
@@ -89,12 +139,20 @@ type side struct {
 	name  string
 	cp    *peers.ControlPlane
 	admin *rest.Config
-	// capacity is LISTs/s; offered, served, rejected and unsent count the flood's LISTs.
+	// capacity is LISTs/s; flood counts the flood's LISTs.
 	capacity                          float64
-	offered, served, rejected, unsent int64
-	otherErrors                       int64
+	flood                             floodCounts
 	baseline, flooded                 []time.Duration
 	baselineFailures, floodedFailures int
+	// The CPU used in the baseline (b) and the flooded (f) phase by the server's
+	// processes, by this program (the other users) and by the flooding client.
+	serverB, serverF, usersB, usersF, flooderCPU time.Duration
+}
+
+// floodCounts are the flooding client's LISTs, as it reports them.
+type floodCounts struct {
+	// Offered is what the rate owed; Unsent those held back at -max-outstanding.
+	Offered, Served, Rejected, Unsent, OtherErrors int64
 }
 
 func run(ctx context.Context, o options) error {
@@ -185,32 +243,184 @@ func measure(ctx context.Context, s *side, o options) error {
 			return err
 		}
 	}
+	cpu0 := s.cpu()
 	if s.baseline, s.baselineFailures, err = creates(ctx, s.cp.URL, users, "b", o.duration); err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
-	flooder, err := asUser(s.admin, "flooder")
+	cpu1 := s.cpu()
+	flood, err := startFlood(ctx, s, listURL, o)
 	if err != nil {
 		return err
 	}
-	floodCtx, stopFlood := context.WithCancel(ctx)
-	var flood sync.WaitGroup
-	flood.Go(func() { s.flood(floodCtx, flooder, listURL, o) })
+	profiled := make(chan error, 1)
+	if o.profileDir != "" {
+		cs, err := kubernetes.NewForConfig(s.admin)
+		if err != nil {
+			return fmt.Errorf("profile client: %w", err)
+		}
+		go func() {
+			profiled <- peers.CPUProfile(ctx, cs, max(o.duration-time.Second, time.Second), o.profileDir, s.name+" flooded")
+		}()
+	} else {
+		profiled <- nil
+	}
+	cpu2 := s.cpu()
 	s.flooded, s.floodedFailures, err = creates(ctx, s.cp.URL, users, "f", o.duration)
-	stopFlood()
-	flood.Wait()
+	cpu3 := s.cpu()
+	s.flood, s.flooderCPU = flood.stop()
+	if perr := <-profiled; perr != nil {
+		slog.Warn("no CPU profile", "server", s.name, "err", perr)
+	}
 	if err != nil {
 		return fmt.Errorf("flooded: %w", err)
 	}
+	s.serverB, s.usersB = cpu1.server-cpu0.server, cpu1.self-cpu0.self
+	s.serverF, s.usersF = cpu3.server-cpu2.server, cpu3.self-cpu2.self
 	return nil
 }
 
-// flood sends LISTs as the tenant at overload × capacity until ctx ends, each LIST in a
-// goroutine of its own so that a slow answer does not slow the flood; at most
-// max-outstanding are in flight. The LISTs owed are counted from the time elapsed, not
-// from ticks, which a loaded machine skips.
-func (s *side) flood(ctx context.Context, c *http.Client, url string, o options) {
-	rate := s.capacity * o.overload
-	slots := make(chan struct{}, o.outstand)
+// floodRate is the flood's LISTs per second on s.
+func (s *side) floodRate(o options) float64 {
+	if o.floodRate > 0 {
+		return o.floodRate
+	}
+	return s.capacity * o.overload
+}
+
+// cpuSample is the CPU time used so far by a server's processes and by this program.
+type cpuSample struct{ server, self time.Duration }
+
+// cpu samples the CPU time of the server's processes (each counted once, whatever the
+// names it is known by) and of this process.
+func (s *side) cpu() cpuSample {
+	var c cpuSample
+	seen := map[int]bool{}
+	for _, p := range s.cp.Procs {
+		if p == nil || seen[p.Pid] {
+			continue
+		}
+		seen[p.Pid] = true
+		if t, err := peers.CPUTime(p.Pid); err == nil {
+			c.server += t
+		}
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		c.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return c
+}
+
+// floodProcess is the flooding client's process while it runs.
+type floodProcess struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+}
+
+// startFlood starts this program again as the flooding client of s at overload × its
+// capacity (under nice and GOMAXPROCS as the options say) and returns once it floods.
+func startFlood(ctx context.Context, s *side, listURL string, o options) (*floodProcess, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding this program: %w", err)
+	}
+	args := []string{self, "-flood-child", "-flood-kubeconfig", s.cp.Kubeconfig, "-flood-url", listURL,
+		"-flood-child-rate", strconv.FormatFloat(s.floodRate(o), 'f', 1, 64), "-max-outstanding", strconv.Itoa(o.outstand),
+		"-flood-warmup", o.floodWarmup.String()}
+	if o.floodNice != 0 {
+		args = append([]string{"nice", "-n", strconv.Itoa(o.floodNice)}, args...)
+	}
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = os.Environ()
+	if o.floodProcs > 0 {
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(o.floodProcs))
+	}
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("flooding client: %w", err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("flooding client: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the flooding client: %w", err)
+	}
+	f := &floodProcess{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(out)}
+	if line, err := f.stdout.ReadString('\n'); err != nil || line != "flooding\n" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("the flooding client did not start (%q): %v", line, err)
+	}
+	return f, nil
+}
+
+// stop tells the flooding client to stop (by closing its input) and returns its counts
+// and the CPU it used.
+func (f *floodProcess) stop() (floodCounts, time.Duration) {
+	_ = f.stdin.Close()
+	var c floodCounts
+	if err := json.NewDecoder(f.stdout).Decode(&c); err != nil {
+		slog.Warn("no counts from the flooding client", "err", err)
+	}
+	if err := f.cmd.Wait(); err != nil {
+		slog.Warn("flooding client", "err", err)
+	}
+	if f.cmd.ProcessState == nil {
+		return c, 0
+	}
+	return c, f.cmd.ProcessState.UserTime() + f.cmd.ProcessState.SystemTime()
+}
+
+// floodChild is the flooding client: it lists o.childURL as the tenant at o.childRate
+// from the line "flooding" on its output until its input ends, then writes its counts
+// as JSON.
+func floodChild(o options) error {
+	admin, err := clientcmd.BuildConfigFromFlags("", o.childKubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	admin.QPS, admin.Burst = -1, 0
+	flooder, err := asUser(admin, "flooder")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var c floodCounts
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		flood(ctx, flooder, o.childURL, o.childRate, o.outstand, &c)
+	}()
+	// The warm-up opens the client's connections (Go's client dials one per request while
+	// none is ready: hundreds of TLS handshakes at a cold start) and brings the server to
+	// its steady state under the flood before anything is counted.
+	time.Sleep(o.floodWarmup)
+	before := c.load()
+	fmt.Println("flooding")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	cancel()
+	<-done
+	after := c.load()
+	return json.NewEncoder(os.Stdout).Encode(floodCounts{Offered: after.Offered - before.Offered, Served: after.Served - before.Served,
+		Rejected: after.Rejected - before.Rejected, Unsent: after.Unsent - before.Unsent, OtherErrors: after.OtherErrors - before.OtherErrors})
+}
+
+// load reads the counts while the flood updates them.
+func (c *floodCounts) load() floodCounts {
+	return floodCounts{Offered: atomic.LoadInt64(&c.Offered), Served: atomic.LoadInt64(&c.Served), Rejected: atomic.LoadInt64(&c.Rejected),
+		Unsent: atomic.LoadInt64(&c.Unsent), OtherErrors: atomic.LoadInt64(&c.OtherErrors)}
+}
+
+// flood sends LISTs as the tenant at rate until ctx ends, each LIST in a goroutine of its
+// own so that a slow answer does not slow the flood; at most outstanding are in flight.
+// The LISTs owed are counted from the time elapsed, not from ticks, which a loaded
+// machine skips.
+func flood(ctx context.Context, c *http.Client, url string, rate float64, outstanding int, n *floodCounts) {
+	slots := make(chan struct{}, outstanding)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	t := time.NewTicker(10 * time.Millisecond)
@@ -225,11 +435,11 @@ func (s *side) flood(ctx context.Context, c *http.Client, url string, o options)
 		owed := rate*time.Since(start).Seconds() - sent
 		for ; owed >= 1; owed-- {
 			sent++
-			atomic.AddInt64(&s.offered, 1)
+			atomic.AddInt64(&n.Offered, 1)
 			select {
 			case slots <- struct{}{}:
 			default:
-				atomic.AddInt64(&s.unsent, 1)
+				atomic.AddInt64(&n.Unsent, 1)
 				continue
 			}
 			wg.Go(func() {
@@ -239,13 +449,13 @@ func (s *side) flood(ctx context.Context, c *http.Client, url string, o options)
 				case ctx.Err() != nil:
 					// Cut off at the phase's end: neither served nor refused.
 				case err != nil:
-					atomic.AddInt64(&s.otherErrors, 1)
+					atomic.AddInt64(&n.OtherErrors, 1)
 				case code == http.StatusTooManyRequests:
-					atomic.AddInt64(&s.rejected, 1)
+					atomic.AddInt64(&n.Rejected, 1)
 				case code == http.StatusOK:
-					atomic.AddInt64(&s.served, 1)
+					atomic.AddInt64(&n.Served, 1)
 				default:
-					atomic.AddInt64(&s.otherErrors, 1)
+					atomic.AddInt64(&n.OtherErrors, 1)
 				}
 			})
 		}
@@ -291,26 +501,34 @@ func creates(ctx context.Context, url string, users []*http.Client, prefix strin
 	return lat, failures, nil
 }
 
-// printResults prints one line of figures per server and the flood LISTs that failed oddly.
+// printResults prints one line of figures per server, the CPU each party used, and the
+// flood LISTs that failed oddly.
 func printResults(w io.Writer, sides []*side, o options) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	sec := o.duration.Seconds()
 	fmt.Fprintf(tw, "server\tLIST capacity/s\tflood offered/s\tserved/s\t429/s\tnot sent/s\tbaseline create p50 / p99\tflooded create p50 / p99\tp99 ratio\tcreates baseline / flooded\n")
 	for _, s := range sides {
-		sec := o.duration.Seconds()
 		ratio := float64(pct(s.flooded, 99)) / float64(pct(s.baseline, 99))
 		verdict := "within"
 		if ratio > o.maxP99Ratio {
 			verdict = "ABOVE"
 		}
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%v / %v\t%v / %v\t%.2f (%s %.0f×)\t%d / %d (failed %d / %d)\n", s.name, s.capacity,
-			float64(s.offered)/sec, float64(s.served)/sec, float64(s.rejected)/sec, float64(s.unsent)/sec,
+			float64(s.flood.Offered)/sec, float64(s.flood.Served)/sec, float64(s.flood.Rejected)/sec, float64(s.flood.Unsent)/sec,
 			pct(s.baseline, 50), pct(s.baseline, 99), pct(s.flooded, 50), pct(s.flooded, 99), ratio, verdict, o.maxP99Ratio,
 			len(s.baseline), len(s.flooded), s.baselineFailures, s.floodedFailures)
 	}
 	tw.Flush()
+	fmt.Fprintf(w, "\nCPU used, in cores (CPU seconds per second of the phase); the flooding client under nice %d, GOMAXPROCS %d:\n", o.floodNice, o.floodProcs)
+	fmt.Fprintf(tw, "server\tserver baseline\tserver flooded\tother users baseline\tother users flooded\tflooding client\n")
 	for _, s := range sides {
-		if s.otherErrors > 0 {
-			fmt.Fprintf(w, "%s: %d flood LISTs failed otherwise than with 429\n", s.name, s.otherErrors)
+		c := func(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()/sec) }
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.name, c(s.serverB), c(s.serverF), c(s.usersB), c(s.usersF), c(s.flooderCPU))
+	}
+	tw.Flush()
+	for _, s := range sides {
+		if s.flood.OtherErrors > 0 {
+			fmt.Fprintf(w, "%s: %d flood LISTs failed otherwise than with 429\n", s.name, s.flood.OtherErrors)
 		}
 	}
 }
