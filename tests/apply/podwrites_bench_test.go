@@ -3,14 +3,12 @@ package apply
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -24,12 +22,7 @@ import (
 func BenchmarkPodWrite(b *testing.B) {
 	cs := benchClient(b)
 	ctx := context.Background()
-	ns := fmt.Sprintf("bench-pod-%d", os.Getpid())
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	pods := cs.CoreV1().Pods(ns)
+	pods := cs.CoreV1().Pods(benchNamespace(b, cs, "bench-pod"))
 	const clients = 32
 	running := make([]*corev1.Pod, clients)
 	for i := range clients {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/server"
@@ -139,14 +138,14 @@ func runSide(ctx context.Context, o options, s side, phase string, round int, re
 		}
 		defer stop()
 	}
-	self0 := selfCPUTime()
+	self0 := peers.SelfCPUTime()
 	pctx, cancel := context.WithTimeout(ctx, o.phaseTimeout)
 	figs, err := runPhase(pctx, c, o, p, ns)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("phase %s: %w", p, err)
 	}
-	self1 := selfCPUTime()
+	self1 := peers.SelfCPUTime()
 	cpu1, err := peers.CPUTime(ctrl.Pid)
 	if err != nil {
 		return err
@@ -232,13 +231,4 @@ func startCPUProfile(dir, name string) (func(), error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
-}
-
-// selfCPUTime is the CPU time this process has used, user and system.
-func selfCPUTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
