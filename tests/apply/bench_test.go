@@ -27,11 +27,7 @@ import (
 func BenchmarkDeploymentChange(b *testing.B) {
 	cs := benchClient(b)
 	ctx := context.Background()
-	ns := fmt.Sprintf("bench-apply-%d", os.Getpid())
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	ns := benchNamespace(b, cs, "bench-apply")
 	deployments := cs.AppsV1().Deployments(ns)
 	const clients = 32
 	for i := range clients {
@@ -76,6 +72,17 @@ func BenchmarkDeploymentChange(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchNamespace creates a namespace named for prefix and this process, deleted when the
+// benchmark ends.
+func benchNamespace(b *testing.B, cs kubernetes.Interface, prefix string) string {
+	ns := fmt.Sprintf("%s-%d", prefix, os.Getpid())
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	return ns
 }
 
 func benchClient(b *testing.B) kubernetes.Interface {

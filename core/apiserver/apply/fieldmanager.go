@@ -115,7 +115,7 @@ func NewManagers(cfg Config) (*Managers, error) {
 		if cfg.Custom {
 			fm, err = managedfields.NewDefaultCRDFieldManager(tc, customConvertor{webhook: cfg.Convertor}, def, customCreater{}, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
 		} else {
-			fm, err = managedfields.NewDefaultFieldManager(tc, cfg.Scheme, def, cfg.Scheme, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
+			fm, err = managedfields.NewDefaultFieldManager(tc, versionedConvertor{scheme: cfg.Scheme}, def, cfg.Scheme, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("field manager of %s %q: %w", cfg.Kind, sub, err)

@@ -1,6 +1,8 @@
 package apply
 
 import (
+	"reflect"
+
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,7 +36,7 @@ func KeepTimestamps(obj, old runtime.Object) {
 	om.SetManagedFields(oldmf)
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	obj.GetObjectKind().SetGroupVersionKind(old.GetObjectKind().GroupVersionKind())
-	if !apiequality.Semantic.DeepEqual(obj, old) {
+	if !semanticallyEqual(obj, old) {
 		om.SetManagedFields(mf)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
@@ -43,4 +45,38 @@ func KeepTimestamps(obj, old runtime.Object) {
 func sameButTime(a, b metav1.ManagedFieldsEntry) bool {
 	a.Time, b.Time = nil, nil
 	return apiequality.Semantic.DeepEqual(a, b)
+}
+
+// semanticallyEqual is apiequality.Semantic.DeepEqual(a, b), field by field in the order
+// that finds a difference soonest: metadata first, then the other top-level fields from
+// the last to the first, so that status (last, and what most writes change) is compared
+// before spec. Equality is the conjunction of the fields' equalities, so the order
+// changes only how much is compared.
+func semanticallyEqual(a, b runtime.Object) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	if va.Type() != vb.Type() || va.Kind() != reflect.Pointer || va.IsNil() || vb.IsNil() || va.Elem().Kind() != reflect.Struct {
+		return apiequality.Semantic.DeepEqual(a, b)
+	}
+	ea, eb := va.Elem(), vb.Elem()
+	t := ea.Type()
+	meta := -1
+	order := make([]int, 0, t.NumField())
+	if f, ok := t.FieldByName("ObjectMeta"); ok && len(f.Index) == 1 {
+		meta = f.Index[0]
+		order = append(order, meta)
+	}
+	for i := t.NumField() - 1; i >= 0; i-- {
+		if !t.Field(i).IsExported() {
+			return apiequality.Semantic.DeepEqual(a, b)
+		}
+		if i != meta {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		if !apiequality.Semantic.DeepEqual(ea.Field(i).Addr().Interface(), eb.Field(i).Addr().Interface()) {
+			return false
+		}
+	}
+	return true
 }

@@ -228,10 +228,16 @@ func measure(ctx context.Context, s *server, kind string, o options) error {
 }
 
 // serverCPU is the CPU time of all of the server's processes (kube-apiserver's etcd too;
-// wasmplane's etcd is embedded).
+// wasmplane's etcd is embedded), each counted once: a process may be listed under two
+// names (wasmplane's also as "wasmplane" when -wasmplane-bin names it otherwise).
 func serverCPU(s *server) (time.Duration, error) {
 	var total time.Duration
+	seen := map[int]bool{}
 	for _, p := range s.cp.Procs {
+		if seen[p.Pid] {
+			continue
+		}
+		seen[p.Pid] = true
 		t, err := peers.CPUTime(p.Pid)
 		if err != nil {
 			return 0, err

@@ -49,6 +49,7 @@ type options struct {
 	epRate                  float64
 	epDuration              time.Duration
 	phaseTimeout, timeout   time.Duration
+	profileDir              string
 }
 
 func main() {
@@ -69,6 +70,7 @@ func main() {
 	flag.DurationVar(&o.epDuration, "ep-duration", 10*time.Second, "how long readiness changes are made")
 	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 5*time.Minute, "give a phase up after this long")
 	flag.DurationVar(&o.timeout, "timeout", 40*time.Minute, "give the whole run up after this long")
+	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "write a CPU profile of this process (API server, etcd, scheduler, simulated nodes) during each side's phases of the first round here")
 	cmOf := flag.String("controller-manager-of", "", "(internal) run wasmplane's controller manager against this kubeconfig")
 	flag.Parse()
 	if *cmOf != "" {
@@ -127,7 +129,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		for _, p := range phases {
 			for _, s := range order {
 				fmt.Fprintf(os.Stderr, "round %d, %s: %s\n", round+1, p, s.name)
-				if err := runSide(ctx, o, s, p, res, log); err != nil {
+				if err := runSide(ctx, o, s, p, round, res, log); err != nil {
 					return fmt.Errorf("round %d, %s: %w", round+1, s.name, err)
 				}
 			}

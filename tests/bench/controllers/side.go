@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -64,7 +65,7 @@ type cluster struct {
 // runSide starts a fresh server in a temporary directory — without its controllers:
 // both sides run theirs as a separate process — starts s's controllers, runs the phase
 // and records its figures in res.
-func runSide(ctx context.Context, o options, s side, phase string, res *results, log *slog.Logger) (err error) {
+func runSide(ctx context.Context, o options, s side, phase string, round int, res *results, log *slog.Logger) (err error) {
 	dir, err := os.MkdirTemp("", "wasmplane-ctrlbench-")
 	if err != nil {
 		return err
@@ -130,17 +131,27 @@ func runSide(ctx context.Context, o options, s side, phase string, res *results,
 	if err != nil {
 		return err
 	}
+	if o.profileDir != "" && round == 0 {
+		stop, err := startCPUProfile(o.profileDir, s.name+"-"+p)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	self0 := peers.SelfCPUTime()
 	pctx, cancel := context.WithTimeout(ctx, o.phaseTimeout)
 	figs, err := runPhase(pctx, c, o, p, ns)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("phase %s: %w", p, err)
 	}
+	self1 := peers.SelfCPUTime()
 	cpu1, err := peers.CPUTime(ctrl.Pid)
 	if err != nil {
 		return err
 	}
-	figs = append(figs, figure{name: "controller process CPU time in the phase", value: (cpu1 - cpu0).Seconds(), format: seconds})
+	figs = append(figs, figure{name: "controller process CPU time in the phase", value: (cpu1 - cpu0).Seconds(), format: seconds},
+		figure{name: "API server process CPU time in the phase (with etcd, scheduler, simulated nodes)", value: (self1 - self0).Seconds(), format: seconds})
 	for _, f := range figs {
 		fmt.Fprintf(os.Stderr, "  %s: %s %s\n", s.name, f.name, f.format(f.value))
 		res.add(p, f, s.name)
@@ -200,4 +211,24 @@ func (c *cluster) namespace(ctx context.Context, name string, timeout time.Durat
 		return "", errors.Join(fmt.Errorf("waiting for the default ServiceAccount of %s", name), err)
 	}
 	return name, nil
+}
+
+// startCPUProfile profiles this process (the API server, etcd, the scheduler and the
+// simulated nodes) into dir/name.pprof until the returned function is called.
+func startCPUProfile(dir, name string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("profiling %s: %w", name, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -331,6 +331,15 @@ func StartBinary(bin, workDir string, args ...string) (*ControlPlane, error) {
 	return c, nil
 }
 
+// SelfCPUTime returns the CPU time (user and system) this process has used.
+func SelfCPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // CPUTime returns the CPU time (user and system) a process has used, from /proc.
 func CPUTime(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
