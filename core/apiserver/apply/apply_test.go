@@ -1,6 +1,9 @@
 package apply
 
 import (
+	"slices"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +144,41 @@ func TestTypeConverter(t *testing.T) {
 	}
 	if s := set.String(); strings.Contains(s, `[name="a"]`) {
 		t.Errorf("an unknown kind's list was merged by key: %s", s)
+	}
+}
+
+// TestKeepTimestampsReordered: a write that only moved one manager's time to a later
+// second (which re-sorts the entries) keeps the old entries, order and times included.
+func TestKeepTimestampsReordered(t *testing.T) {
+	at := func(sec int64) *metav1.Time { t := metav1.NewTime(time.Unix(sec, 0)); return &t }
+	entry := func(manager string, sec int64) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, Time: at(sec),
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:` + manager + `":{}}}`)}}
+	}
+	cm := func(data string, entries ...metav1.ManagedFieldsEntry) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", ManagedFields: entries}, Data: map[string]string{"a": data}}
+	}
+	old := cm("v", entry("a", 100), entry("b", 101))
+	for _, tc := range []struct {
+		name string
+		obj  *corev1.ConfigMap
+		keep bool
+	}{
+		{"a's time moved past b's", cm("v", entry("b", 101), entry("a", 102)), true},
+		{"and the data changed", cm("w", entry("b", 101), entry("a", 102)), false},
+		{"another manager", cm("v", entry("b", 101), entry("c", 102)), false},
+		{"an entry fewer", cm("v", entry("b", 101)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := slices.Clone(tc.obj.ManagedFields)
+			KeepTimestamps(tc.obj, old)
+			kept := apiequality.Semantic.DeepEqual(tc.obj.ManagedFields, old.ManagedFields)
+			if kept != tc.keep {
+				t.Errorf("kept the old entries: %v, want %v (now %+v)", kept, tc.keep, tc.obj.ManagedFields)
+			}
+			if !tc.keep && !apiequality.Semantic.DeepEqual(tc.obj.ManagedFields, before) {
+				t.Errorf("entries changed: %+v", tc.obj.ManagedFields)
+			}
+		})
 	}
 }

@@ -22,13 +22,8 @@ func KeepTimestamps(obj, old runtime.Object) {
 		return
 	}
 	mf, oldmf := om.GetManagedFields(), oldm.GetManagedFields()
-	if len(mf) != len(oldmf) {
+	if !sameEntriesButTimes(mf, oldmf) {
 		return
-	}
-	for i := range mf {
-		if !sameButTime(mf[i], oldmf[i]) {
-			return
-		}
 	}
 	// The comparison of everything else runs with old's entries in place; it is what
 	// stays if the objects are equal.
@@ -40,6 +35,32 @@ func KeepTimestamps(obj, old runtime.Object) {
 		om.SetManagedFields(mf)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
+}
+
+// sameEntriesButTimes reports whether a and b hold the same entries but for their
+// times, in any order: entries are kept sorted by time, so a write that only moved a
+// manager's time to the next second can also have reordered them.
+func sameEntriesButTimes(a, b []metav1.ManagedFieldsEntry) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	used := make([]bool, len(b))
+next:
+	for i := range a {
+		// Mostly in the same place.
+		if !used[i] && sameButTime(a[i], b[i]) {
+			used[i] = true
+			continue
+		}
+		for j := range b {
+			if !used[j] && sameButTime(a[i], b[j]) {
+				used[j] = true
+				continue next
+			}
+		}
+		return false
+	}
+	return true
 }
 
 func sameButTime(a, b metav1.ManagedFieldsEntry) bool {
