@@ -304,16 +304,20 @@ func TestRegoInputOverMemoryLimit(t *testing.T) {
 // TestRegoHostBuiltinsMatchOPA evaluates the builtins this host provides through a policy
 // compiled to WebAssembly and, beside it, through OPA's own evaluator (`opa eval`), on the
 // same arguments: every case must give the same value, or be undefined on both.
+// builtinCase is a call of a host builtin compared with OPA's evaluator: fn (prefixed
+// "set " when it answers a set) on args.
+type builtinCase struct {
+	name string
+	fn   string
+	args []any
+}
+
 func TestRegoHostBuiltinsMatchOPA(t *testing.T) {
 	opa := wasmtest.RequireTool(t, "opa")
 	ns := int64(1709209800000000000) // 2024-02-29T12:30:00Z
 	// {"alg":"HS256","typ":"JWT"} {"sub":"1234567890","name":"John Doe","iat":1516239022}, key "secret".
 	hsToken := "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.XbPfbIHMI6arZ3Y922BhjWgQzWXcXNrz0ogtVhfEd2o"
-	cases := []struct {
-		name string
-		fn   string
-		args []any
-	}{
+	cases := []builtinCase{
 		{"units-k", "units.parse", []any{"10K"}}, {"units-M", "units.parse", []any{"200M"}},
 		{"units-milli", "units.parse", []any{"100m"}}, {"units-Ki", "units.parse", []any{"10Ki"}},
 		{"units-Gi", "units.parse", []any{"5Gi"}}, {"units-plain", "units.parse", []any{"1.5"}},

@@ -64,9 +64,8 @@ type jwtKey struct {
 }
 
 // jwtVerifyKey is io.jwt.verify_{rs,ps,es}*(token, key) and io.jwt.verify_eddsa: key is
-// a PEM certificate, a PEM public key, or a JWK or JWK set. A key whose id the token's
-// header names is the one tried; otherwise each key without an algorithm, or with the
-// token's, until one verifies.
+// a PEM certificate, a PEM public key, or a JWK or JWK set (keys picked by
+// anyKeyVerifies).
 func jwtVerifyKey(h func() hash.Hash, verify func(key any, digest, sig []byte) error) opaBuiltinFunc {
 	return func(_ *opaEval, args []json.RawMessage) (any, error) {
 		token, keyText, err := twoStrings(args)
@@ -99,23 +98,27 @@ func jwtVerifyKey(h func() hash.Hash, verify func(key any, digest, sig []byte) e
 			d.Write(digest)
 			digest = d.Sum(nil)
 		}
-		if kid != "" {
-			for _, k := range keys {
-				if k.kid == kid {
-					return verify(k.key, digest, sig) == nil, nil
-				}
-			}
-		}
-		for _, k := range keys {
-			if k.alg != "" && k.alg != alg {
-				continue
-			}
-			if verify(k.key, digest, sig) == nil {
-				return true, nil
-			}
-		}
-		return false, nil
+		return anyKeyVerifies(keys, kid, alg, func(key any) bool { return verify(key, digest, sig) == nil }), nil
 	}
+}
+
+// anyKeyVerifies picks keys as OPA does: the key whose id the token's header names, if
+// there is one; otherwise each key without an algorithm or with the token's, until one
+// verifies.
+func anyKeyVerifies(keys []jwtKey, kid, alg string, verifies func(key any) bool) bool {
+	if kid != "" {
+		for _, k := range keys {
+			if k.kid == kid {
+				return verifies(k.key)
+			}
+		}
+	}
+	for _, k := range keys {
+		if (k.alg == "" || k.alg == alg) && verifies(k.key) {
+			return true
+		}
+	}
+	return false
 }
 
 // jwtHeaderAlgKid reads the header's alg and kid, which must be strings when present, and
@@ -518,25 +521,13 @@ func jwtConstraints(ev *opaEval, raw json.RawMessage) (*tokenConstraints, error)
 	return c, nil
 }
 
-// verifies checks a signature as io.jwt.decode_verify does: the key named by kid if the
-// cert has it, else any key without an algorithm or with the token's; or the secret.
+// verifies checks a signature as io.jwt.decode_verify does: with the secret, or with the
+// cert's keys picked by anyKeyVerifies.
 func (c *tokenConstraints) verifies(kid, alg string, plaintext, sig []byte) bool {
 	if !c.hasKeys {
 		return jwsVerify([]byte(c.secret), alg, plaintext, sig) == nil
 	}
-	if kid != "" {
-		for _, k := range c.keys {
-			if k.kid == kid {
-				return jwsVerify(k.key, alg, plaintext, sig) == nil
-			}
-		}
-	}
-	for _, k := range c.keys {
-		if (k.alg == "" || k.alg == alg) && jwsVerify(k.key, alg, plaintext, sig) == nil {
-			return true
-		}
-	}
-	return false
+	return anyKeyVerifies(c.keys, kid, alg, func(key any) bool { return jwsVerify(key, alg, plaintext, sig) == nil })
 }
 
 // validAudience: aud is the constraint's audience, or an array holding it.

@@ -23,11 +23,7 @@ import (
 // jwtVerifyCases are io.jwt.verify_* calls on tokens signed here, for
 // TestRegoHostBuiltinsMatchOPA: keys as PEM public keys, a certificate, JWKs and JWK sets
 // (by kid, by alg), wrong keys and tampered tokens.
-func jwtVerifyCases(t *testing.T) []struct {
-	name string
-	fn   string
-	args []any
-} {
+func jwtVerifyCases(t *testing.T) []builtinCase {
 	t.Helper()
 	b64 := base64.RawURLEncoding.EncodeToString
 	sign := func(header map[string]any, signer func([]byte) []byte) string {
@@ -131,12 +127,7 @@ func jwtVerifyCases(t *testing.T) []struct {
 	}
 	timed := hs(`{"iss":"ca","aud":["x","wasmplane"],"nbf":1000,"exp":2000.5}`, nil)
 	at := func(sec float64) map[string]any { return map[string]any{"secret": "secret", "time": sec * 1e9} }
-	type c = struct {
-		name string
-		fn   string
-		args []any
-	}
-	return []c{
+	return []builtinCase{
 		{"rs256-pem", "io.jwt.verify_rs256", []any{rs256, pubPEM(&rsaKey.PublicKey)}},
 		{"rs256-cert", "io.jwt.verify_rs256", []any{rs256, pemOf("CERTIFICATE", certDER)}},
 		{"rs256-wrong-key", "io.jwt.verify_rs256", []any{rs256, pubPEM(&otherRSA.PublicKey)}},

@@ -294,9 +294,10 @@ func opaReachablePaths(_ *opaEval, args []any) (any, error) {
 }
 
 func reachablePaths(graph map[string]any, root any, path []any, out opaSet, reached opaSet) opaSet {
-	name, _ := root.(string)
+	name, isString := root.(string)
 	edges, ok := graph[name]
-	if _, isString := root.(string); !ok || !isString {
+	if !isString || !ok {
+		// Not a vertex of the graph: the path ends before it.
 		return out.add(slices.Clone(path))
 	}
 	path = append(slices.Clone(path), root)

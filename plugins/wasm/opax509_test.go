@@ -16,11 +16,7 @@ import (
 
 // x509Cases are crypto.x509.* calls on a chain and a request made here, for
 // TestRegoHostBuiltinsMatchOPA.
-func x509Cases(t *testing.T) []struct {
-	name string
-	fn   string
-	args []any
-} {
+func x509Cases(t *testing.T) []builtinCase {
 	t.Helper()
 	start := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 	issue := func(serial int64, tmpl *x509.Certificate, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, string) {
@@ -61,12 +57,7 @@ func x509Cases(t *testing.T) []struct {
 	}
 	csrPEM := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csrDER}))
 	at := func(y int) int64 { return time.Date(y, 6, 1, 0, 0, 0, 0, time.UTC).UnixNano() }
-	type c = struct {
-		name string
-		fn   string
-		args []any
-	}
-	return []c{
+	return []builtinCase{
 		{"verify-chain", "crypto.x509.parse_and_verify_certificates", []any{chain}},
 		{"verify-chain-b64", "crypto.x509.parse_and_verify_certificates", []any{base64.StdEncoding.EncodeToString([]byte(chain))}},
 		{"verify-no-intermediate", "crypto.x509.parse_and_verify_certificates", []any{rootPEM + leafPEM}},
