@@ -243,7 +243,7 @@ type usageCache struct {
 	// pvcs is what the namespace's PersistentVolumeClaims cost beyond their count
 	// (quota.PVCUsage), once read.
 	pvcs corev1.ResourceList
-	// pvcList are the namespace's claims, once read for a scoped quota.
+	// pvcList are the namespace's claims, once listed (listClaims).
 	pvcList   []corev1.PersistentVolumeClaim
 	pvcListOK bool
 	// claims is what the namespace's ResourceClaims cost beyond their count, once read.
@@ -397,13 +397,19 @@ var pvcsGVR = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
 // pvcUsage sums what the namespace's PersistentVolumeClaims cost beyond their count.
 func (u *usageCache) pvcUsage(ctx context.Context) (corev1.ResourceList, error) {
 	// Deleted or resized claims change the usage at once.
-	return sumOnce(ctx, u, &u.pvcs, pvcsGVR, func(ctx context.Context) ([]corev1.PersistentVolumeClaim, error) {
+	return sumOnce(ctx, u, &u.pvcs, pvcsGVR, u.listClaims, quota.PVCUsage)
+}
+
+// listClaims lists the namespace's claims, once per sync.
+func (u *usageCache) listClaims(ctx context.Context) ([]corev1.PersistentVolumeClaim, error) {
+	if !u.pvcListOK {
 		list, err := u.c.client.CoreV1().PersistentVolumeClaims(u.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("listing persistent volume claims of %s: %w", u.ns, err)
 		}
-		return list.Items, nil
-	}, quota.PVCUsage)
+		u.pvcList, u.pvcListOK = list.Items, true
+	}
+	return u.pvcList, nil
 }
 
 // pvcsGR is PersistentVolumeClaims' group resource.
@@ -411,19 +417,16 @@ var pvcsGR = schema.GroupResource{Resource: "persistentvolumeclaims"}
 
 // scopedPVCUsage is the count and cost of the claims scoped quota q selects.
 func (u *usageCache) scopedPVCUsage(ctx context.Context, q *corev1.ResourceQuota) (corev1.ResourceList, error) {
-	if !u.pvcListOK {
-		list, err := u.c.client.CoreV1().PersistentVolumeClaims(u.ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("listing persistent volume claims of %s: %w", u.ns, err)
-		}
-		u.pvcList, u.pvcListOK = list.Items, true
-		u.c.watch(pvcsGVR)
+	claims, err := u.listClaims(ctx)
+	if err != nil {
+		return nil, err
 	}
+	u.c.watch(pvcsGVR)
 	one := *resource.NewQuantity(1, resource.DecimalSI)
 	total := corev1.ResourceList{}
-	for i := range u.pvcList {
-		if quota.Matches(q, pvcsGR, &u.pvcList[i]) {
-			total = quota.Add(total, quota.PVCUsage(&u.pvcList[i]))
+	for i := range claims {
+		if quota.Matches(q, pvcsGR, &claims[i]) {
+			total = quota.Add(total, quota.PVCUsage(&claims[i]))
 			total = quota.Add(total, corev1.ResourceList{corev1.ResourcePersistentVolumeClaims: one, quota.CountName(pvcsGR): one})
 		}
 	}
