@@ -254,18 +254,22 @@ func (u *usageCache) usage(ctx context.Context, q *corev1.ResourceQuota) (corev1
 	used := corev1.ResourceList{}
 	podsGR := schema.GroupResource{Resource: "pods"}
 	needPods := false
+	var scopedClaims corev1.ResourceList
 	for name := range q.Spec.Hard {
 		if quota.ChargesPods(name) {
 			needPods = true
 			continue
 		}
 		if quota.Scoped(q) && (quota.ChargesPVCs(name) || name == quota.CountName(pvcsGR) || name == corev1.ResourcePersistentVolumeClaims) {
-			// A scope may select claims (VolumeAttributesClass): count those it selects.
-			scoped, err := u.scopedPVCUsage(ctx, q)
-			if err != nil {
-				return nil, err
+			// A scope may select claims (VolumeAttributesClass): count those it selects,
+			// once for all of the quota's claim names.
+			if scopedClaims == nil {
+				var err error
+				if scopedClaims, err = u.scopedPVCUsage(ctx, q); err != nil {
+					return nil, err
+				}
 			}
-			if v, ok := scoped[name]; ok {
+			if v, ok := scopedClaims[name]; ok {
 				used[name] = v
 			} else {
 				used[name] = resource.MustParse("0")
