@@ -9,6 +9,7 @@ import (
 
 	"github.com/wasmplane/wasmplane/core/apiserver/aggregator"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
+	"github.com/wasmplane/wasmplane/core/storage"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -148,6 +149,8 @@ func (s *Server) RunAPIServices(ctx context.Context, log *slog.Logger) {
 				if _, n := s.aggregator.Generation(); n > 0 {
 					poke()
 				}
+			case <-s.apiServiceRecheck:
+				poke()
 			}
 		}
 	})
@@ -204,7 +207,12 @@ func watchPoking(ctx context.Context, store *registry.Store, matters func(obj an
 			continue
 		}
 		for ev := range w.ResultChan() {
-			if matters(ev.Object) {
+			// The watch cache hands out its shared wrapper; matters looks at the object.
+			obj := ev.Object
+			if co, ok := obj.(*storage.CachingObject); ok {
+				obj = co.Shared()
+			}
+			if matters(obj) {
 				poke()
 			}
 		}

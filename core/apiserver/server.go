@@ -163,6 +163,9 @@ type Server struct {
 	services *servicealloc.Services
 	// aggregator forwards the group versions APIServices assign to Services.
 	aggregator *aggregator.Aggregator
+	// apiServiceRecheck asks RunAPIServices to check the aggregated servers now (a
+	// forwarded request could not reach one).
+	apiServiceRecheck chan struct{}
 	// merged is the discovery of cur with the aggregated group versions, rebuilt when
 	// either changes.
 	merged atomic.Pointer[mergedDiscovery]
@@ -239,11 +242,18 @@ func New(cfg Config) (*Server, error) {
 		cfg.RuleResolver = noRules{}
 	}
 	s := &Server{codecs: endpoints.NewCodecs(cfg.Scheme), metrics: cfg.Metrics, scheme: cfg.Scheme, newStorage: cfg.Storage,
-		maxBody: cfg.MaxRequestBodyBytes, traceSize: cfg.TraceSize, typeConverter: apply.NewTypeConverter(cfg.Scheme)}
+		maxBody: cfg.MaxRequestBodyBytes, traceSize: cfg.TraceSize, typeConverter: apply.NewTypeConverter(cfg.Scheme),
+		apiServiceRecheck: make(chan struct{}, 1)}
 	s.initializers = &initializerRegistry{s: s, waiting: cfg.InitializerWaiting}
 	s.aggregator = aggregator.New(aggregator.Config{ClientCertificate: cfg.ProxyClientCertificate, Logger: cfg.Logger,
 		Lookup: func(ctx context.Context, gr schema.GroupResource, namespace, name string) (runtime.Object, error) {
 			return s.Lookup(ctx, gr, namespace, name)
+		},
+		Unreachable: func() {
+			select {
+			case s.apiServiceRecheck <- struct{}{}:
+			default:
+			}
 		}})
 	s.admission = builtinAdmission(s, &cfg)
 	s.cur.Store(s.newSnapshot(nil))

@@ -164,6 +164,9 @@ func pod(name string, labels map[string]string, image string) *corev1.Pod {
 }
 
 func TestWasmAdmission(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	e := start(t)
 	ctx := context.Background()
 	mods := wasmtest.GoAll(t, "examples/plugins/go/require-labels", "examples/plugins/go/label-injector")

@@ -48,6 +48,9 @@ func createSeedConfig(t *testing.T, e *env) {
 }
 
 func TestWasmInitializer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	e := start(t)
 	ctx := context.Background()
 	digest := e.push(t, wasmtest.Go(t, "examples/plugins/go/podimage-initializer"))
@@ -112,6 +115,9 @@ func TestUninitializedObjectsAreHidden(t *testing.T) {
 }
 
 func TestInitializerTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	inst, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), Port: 0, InitializerTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -95,6 +95,9 @@ const ownerConfig = `{"label":"team","annotation":"example.com/owner"}`
 // its audit annotations are recorded in the pod's trace, and with reinvocationPolicy
 // IfNeeded it runs again after label-injector, ordered after it, added the label.
 func TestWasmWarningsAndReinvocation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	e := start(t)
 	ctx := context.Background()
 	mods := wasmtest.GoAll(t, "examples/plugins/go/owner-annotator", "examples/plugins/go/label-injector")

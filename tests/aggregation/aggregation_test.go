@@ -182,13 +182,17 @@ func TestAggregatedAPIServer(t *testing.T) {
 		t.Fatalf("jane with rights: %v", err)
 	}
 
-	// The server goes away: the APIService turns unavailable and requests get a 503.
+	// The server goes away: requests get a 503, and the failed request has the APIService
+	// checked again at once, which turns it unavailable.
 	backend.Stop()
+	if _, err := dyn.Resource(flunders).Namespace("default").List(ctx, metav1.ListOptions{}); !apierrors.IsServiceUnavailable(err) {
+		t.Errorf("list after the server stopped: %v, want 503", err)
+	}
 	waitAvailable(as.Name, func(c *apiregistrationv1.APIServiceCondition) bool {
 		return c.Status == apiregistrationv1.ConditionFalse && c.Reason == "FailedDiscoveryCheck"
 	})
 	if _, err := dyn.Resource(flunders).Namespace("default").List(ctx, metav1.ListOptions{}); !apierrors.IsServiceUnavailable(err) {
-		t.Errorf("list after the server stopped: %v, want 503", err)
+		t.Errorf("list after the APIService turned unavailable: %v, want 503", err)
 	}
 
 	// Deleting the APIService takes the group version out of discovery.

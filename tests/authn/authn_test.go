@@ -263,6 +263,9 @@ func TestBuiltInAuthenticators(t *testing.T) {
 // token authenticator lets its users in; a trapping one is "not mine" and the chain goes
 // on; a tenant cannot install one.
 func TestWasmAuthenticators(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	e := start(t)
 	ctx := context.Background()
 	dyn := dynamic.NewForConfigOrDie(e.inst.RESTConfig())

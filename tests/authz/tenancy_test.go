@@ -72,6 +72,9 @@ func pod(name string, labels map[string]string) *corev1.Pod {
 // TestTenants is the recipe of docs/multi-tenancy.md: two tenants, each with its own user,
 // namespace and namespaced WASM admission plugin.
 func TestTenants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	s := testserver.Start(t)
 	ctx := context.Background()
 	admin := s.Clientset(t, false)

@@ -14,6 +14,9 @@ import (
 )
 
 func TestCascadingDeletion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan} {
 		t.Run(string(policy), func(t *testing.T) {
 			e := newEnv(t)

@@ -45,6 +45,9 @@ func kubectl(t *testing.T, e *env, kubeconfig string, args ...string) string {
 }
 
 func TestKubectlRolloutWorkflow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	s := testserver.Start(t)
 	e := newEnvFor(t, s.Instance)
 	fakeKubelet(t, e)

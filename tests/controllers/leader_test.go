@@ -16,6 +16,9 @@ import (
 )
 
 func TestLeaderElection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	e := newBareEnv(t)
 	fakeKubelet(t, e)
 	type cm struct {

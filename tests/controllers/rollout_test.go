@@ -23,6 +23,9 @@ func setImage(t *testing.T, e *env, name, image string) {
 }
 
 func TestRollingUpdateBounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	for _, tc := range []struct {
 		name               string
 		replicas           int32
@@ -164,6 +167,9 @@ func TestPauseResume(t *testing.T) {
 }
 
 func TestScaleMidRollout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	e := newEnv(t)
 	fakeKubelet(t, e)
 	ctx := testCtx(t)

@@ -23,6 +23,9 @@ func condition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.D
 
 // With no kubelet the pods never become ready: the rollout times out.
 func TestProgressDeadlineExceeded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	e := newEnv(t)
 	ctx := testCtx(t)
 	d := newDeployment("stuck", 2, "img:1")
@@ -50,6 +53,9 @@ func TestProgressDeadlineExceeded(t *testing.T) {
 
 // Pods ready for less than minReadySeconds are ready but not available.
 func TestMinReadySeconds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	e := newEnv(t)
 	fakeKubelet(t, e)
 	ctx := testCtx(t)

@@ -81,6 +81,9 @@ func TestInvalidCRDs(t *testing.T) {
 }
 
 func TestNameConflict(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	e := newEnv(t, testserver.StartAPI(t))
 	ctx := context.Background()
 	obj := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}

@@ -46,6 +46,9 @@ func (e *events) of(name string) []string {
 // changes, a server restart (the CRD is served again from storage) and a compaction under
 // the live watch, and checks the events of each object arrive in order.
 func TestDynamicInformer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	srv := testserver.StartAPI(t)
 	e := newEnv(t, srv)
 	ctx := context.Background()

@@ -124,6 +124,9 @@ func TestStandaloneWithLeaderElection(t *testing.T) {
 // when it cannot renew while etcd changes leader) stops scheduling, keeps running as a
 // candidate, takes the Lease back once the other holder's expires and schedules again.
 func TestStandaloneStandsAgainAfterLosingLease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -50,6 +50,9 @@ func (e *wasmEnv) applyManifest(t *testing.T, file, digest string) {
 // spread evenly over three equal nodes; applying binpack.yaml (the same object) switches
 // the running scheduler so the next pods fill a single node.
 func TestSchedulingStrategyExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	mods := wasmtest.GoAll(t, strategyScorePkg)
 	e := startWasmEnv(t)
 	const ns = "strategy"

@@ -20,6 +20,9 @@ import (
 // the WASM plugin manager as its extension, its own client and runtime) against an API
 // server without a scheduler: a cluster plugin's filter decides where pods go.
 func TestWasmStandaloneScheduler(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	mods := wasmtest.GoAll(t, nodeLabelFilterPkg)
 	s := testserver.StartAPI(t)
 	dyn, err := dynamic.NewForConfig(s.Config(true))

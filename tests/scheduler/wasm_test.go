@@ -29,6 +29,9 @@ var (
 // Score (label-score) place pods exactly where their native Go twins rank the nodes, and
 // the guest's rejection reason reaches the pod's FailedScheduling condition.
 func TestWasmPluginsPlaceLikeNativeTwins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	mods := wasmtest.GoAll(t, nodeLabelFilterPkg, labelScorePkg)
 	e := startWasmEnv(t)
 	const ns = "place"
@@ -102,6 +105,9 @@ func TestWasmPluginsPlaceLikeNativeTwins(t *testing.T) {
 // TestWasmHotSwapUnderLoad updates a plugin object's config while 200 pods are being
 // scheduled: no attempt fails, and pods after the swap follow the new configuration.
 func TestWasmHotSwapUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	mods := wasmtest.GoAll(t, labelScorePkg)
 	e := startWasmEnv(t)
 	const ns = "swap"
@@ -181,6 +187,9 @@ func TestWasmHotSwapUnderLoad(t *testing.T) {
 // TestWasmTenantPluginScope: a namespaced plugin filters only its namespace's pods, and
 // deleting it restores the default behaviour.
 func TestWasmTenantPluginScope(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	mods := wasmtest.GoAll(t, nodeLabelFilterPkg)
 	e := startWasmEnv(t)
 	for _, ns := range []string{"tenant-a", "tenant-b"} {

@@ -212,6 +212,9 @@ func waitKubernetesAddresses(t *testing.T, cs kubernetes.Interface, port int32, 
 }
 
 func TestKubernetesService(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	s := testserver.StartAPI(t, func(c *server.Config) { c.AdvertiseAddress = netip.MustParseAddr("127.0.0.2") })
 	cs := s.Clientset(t, false)
 	ctx := context.Background()

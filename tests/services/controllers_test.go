@@ -36,6 +36,9 @@ func web(ready bool) corev1.PodTemplateSpec {
 }
 
 func TestEndpointsFollowReadyPods(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	s := testserver.Start(t)
 	cs := s.Clientset(t, false)
 	ctx := context.Background()

@@ -140,6 +140,9 @@ func (w *warnings) has(s string) bool {
 }
 
 func TestWebhooks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	e := newEnv(t)
 	ctx := context.Background()
 

@@ -64,6 +64,10 @@ type Config struct {
 	Lookup LookupFunc
 	// Logger logs check failures.
 	Logger *slog.Logger
+	// Unreachable, when set, is called when a forwarded request cannot reach its aggregated
+	// server, so that the APIService's availability is checked again at once rather than
+	// at the next periodic check.
+	Unreachable func()
 }
 
 // Aggregator forwards requests to aggregated API servers. It is safe for concurrent use.
@@ -443,7 +447,7 @@ func (a *Aggregator) Serve(w http.ResponseWriter, req *http.Request, gv schema.G
 		}
 	}
 	transport.SetAuthProxyHeaders(out, user, uid, groups, extra)
-	h := proxy.NewUpgradeAwareHandler(u, t.transport, false, false, proxy.NewErrorResponder(proxyErrors{w: w, req: req, fail: fail}))
+	h := proxy.NewUpgradeAwareHandler(u, t.transport, false, false, proxy.NewErrorResponder(proxyErrors{w: w, req: req, fail: fail, unreachable: a.cfg.Unreachable}))
 	h.RejectForwardingRedirects = true
 	h.ServeHTTP(w, out)
 	return true
@@ -451,9 +455,10 @@ func (a *Aggregator) Serve(w http.ResponseWriter, req *http.Request, gv schema.G
 
 // proxyErrors answers a failure to reach an aggregated server with a 503 Status.
 type proxyErrors struct {
-	w    http.ResponseWriter
-	req  *http.Request
-	fail ErrorWriter
+	w           http.ResponseWriter
+	req         *http.Request
+	fail        ErrorWriter
+	unreachable func()
 }
 
 // Error implements proxy.SimpleErrorResponder.
@@ -462,6 +467,9 @@ func (p proxyErrors) Error(err error) {
 	if errors.As(err, &se) {
 		p.fail(p.w, p.req, err)
 		return
+	}
+	if p.unreachable != nil {
+		p.unreachable()
 	}
 	p.fail(p.w, p.req, apierrors.NewServiceUnavailable(fmt.Sprintf("error trying to reach service: %v", err)))
 }

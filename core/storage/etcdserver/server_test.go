@@ -153,6 +153,9 @@ func TestReopenKeepsData(t *testing.T) {
 // only when a quorum is), writes through one and reads through another, then stops one
 // member and checks that the other two still serve writes.
 func TestThreeMemberCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	names := []string{"m0", "m1", "m2"}
 	var peers, clients []string
 	var initial []string

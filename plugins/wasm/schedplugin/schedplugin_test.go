@@ -246,6 +246,9 @@ func diff(t *testing.T, what string, wasmOut, nativeOut outcome) {
 // TestSameAsNativeTwins: the example WASM plugins and their native twins reject the same
 // nodes with the same reasons and give the same weighted scores.
 func TestSameAsNativeTwins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
+	}
 	mods := wasmtest.GoAll(t, filterPkg, scorePkg, strategyPkg)
 	r := newRuntime(t)
 	nodes := cluster(300)
