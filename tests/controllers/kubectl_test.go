@@ -30,7 +30,7 @@ func kubectl(t *testing.T, e *env, kubeconfig string, args ...string) string {
 			kubectlErr = err
 			return
 		}
-		kubectlBin, kubectlErr = testserver.Build(dir, "github.com/wasmplane/wasmplane/tests/kubectl/cmd/kubectl")
+		kubectlBin, kubectlErr = testserver.Build(dir, "github.com/wasmplane/wasmplane/tests/cmd/kubectl")
 	})
 	if kubectlErr != nil {
 		t.Fatalf("building kubectl: %v", kubectlErr)

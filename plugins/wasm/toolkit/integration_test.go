@@ -72,7 +72,7 @@ func admission(labels string) string {
 func TestScaffoldBuildRunInstall(t *testing.T) {
 	repo := wasmtest.ModuleRoot(t)
 	// One plugin per language lives in "default": more than the ceiling for namespaced
-	// plugins allows by default (tests/authz checks the ceiling itself).
+	// plugins allows by default (tests/apiserver's TestTenantCeilings checks the ceiling itself).
 	inst, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), Port: 0,
 		PluginCeilings: admissionplugins.PluginCeilings{PluginsPerNamespace: -1},
 		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -40,7 +40,7 @@ func TestVersionAndStatus(t *testing.T) {
 	if !ready[runtimeapi.RuntimeReady] || !ready[runtimeapi.NetworkReady] {
 		t.Errorf("conditions = %v, want RuntimeReady and NetworkReady true", st.Status.Conditions)
 	}
-	// Streaming exec itself is tested end to end in tests/kubelet (TestExec).
+	// Streaming exec itself is tested end to end in tests/e2e (TestExec).
 	for _, tc := range []struct {
 		req  *runtimeapi.ExecRequest
 		code codes.Code

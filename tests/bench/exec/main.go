@@ -37,7 +37,7 @@ import (
 
 func main() {
 	n := flag.Int("n", 200, "execs per path")
-	kubectl := flag.Bool("kubectl", true, "also time the real kubectl binary (built from tests/kubectl/cmd/kubectl)")
+	kubectl := flag.Bool("kubectl", true, "also time the real kubectl binary (built from tests/cmd/kubectl)")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -144,7 +144,7 @@ func run(ctx context.Context, n int, withKubectl bool) error {
 	}
 	bin := filepath.Join(dir, "kubectl")
 	fmt.Println("building kubectl…")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/wasmplane/wasmplane/tests/kubectl/cmd/kubectl").CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/wasmplane/wasmplane/tests/cmd/kubectl").CombinedOutput(); err != nil {
 		return fmt.Errorf("building kubectl: %w\n%s", err, out)
 	}
 	home := filepath.Join(dir, "home")
