@@ -350,7 +350,7 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 			return coerce(u)
 		}
 		st := &customresource.Versioned{Inner: cur.storage, Served: res.GroupVersion,
-			Stored: schema.GroupVersion{Group: res.GroupVersion.Group, Version: v.StorageVersion}, Defaults: v.Defaults, Converter: converter}
+			Stored: schema.GroupVersion{Group: res.GroupVersion.Group, Version: v.StorageVersion}, Read: v.Read, Converter: converter}
 		store := registry.NewStore(res, st, prefix)
 		store.Initializers = c.s.initializers
 		cur.stores = append(cur.stores, store)

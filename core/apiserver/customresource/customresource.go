@@ -60,10 +60,10 @@ type Version struct {
 	Deprecation string
 	// Coerce prunes an object decoded from a request, reporting the unknown fields.
 	Coerce func(u *unstructured.Unstructured) (unknown []string, err error)
-	// Defaults fills in the version's schema defaults in an object read from storage, so
-	// that objects written before the schema gained a default are served with it, as
-	// kube-apiserver's storage decoder does; nil when the schema has no defaults.
-	Defaults func(u *unstructured.Unstructured)
+	// Read normalizes objects read from storage as kube-apiserver's storage decoder does
+	// (pruned and defaulted by the schema in force); shared by all versions of one state
+	// of the CRD.
+	Read *ReadSchemas
 }
 
 // StoragePrefix is where a CRD's objects are kept in etcd, as Kubernetes keeps them.
@@ -81,6 +81,10 @@ func Build(crd *apiextensionsv1.CustomResourceDefinition) ([]*Version, error) {
 	if err != nil {
 		return nil, err
 	}
+	read, err := newReadSchemas(crd)
+	if err != nil {
+		return nil, err
+	}
 	var out []*Version
 	for _, v := range crd.Spec.Versions {
 		if !v.Served && !v.Storage {
@@ -90,6 +94,7 @@ func Build(crd *apiextensionsv1.CustomResourceDefinition) ([]*Version, error) {
 		if err != nil {
 			return nil, fmt.Errorf("version %s: %w", v.Name, err)
 		}
+		ver.Read = read
 		out = append(out, ver)
 	}
 	return out, nil
@@ -176,9 +181,6 @@ func buildVersion(crd *apiextensionsv1.CustomResourceDefinition, v apiextensions
 		res.FieldLabels = append(res.FieldLabels, strings.TrimPrefix(f.JSONPath, "."))
 	}
 	ver := &Version{Resource: res, Served: v.Served, StorageVersion: storageVersion, Coerce: co.apply}
-	if hasDefaults(structural) {
-		ver.Defaults = co.defaults
-	}
 	if statusSpec != nil {
 		ver.Status = &strategy{lib: crstrategy.NewStatusStrategy(lib), coerce: co}
 	}
@@ -288,26 +290,6 @@ func (c *coercer) defaults(u *unstructured.Unstructured) {
 	if c.structural != nil {
 		structuraldefaulting.Default(u.Object, c.structural)
 	}
-}
-
-// hasDefaults reports whether any node of s declares a default: only then can an object
-// read from storage lack one, and only then is it worth copying objects on read.
-func hasDefaults(s *structuralschema.Structural) bool {
-	if s == nil {
-		return false
-	}
-	if s.Default.Object != nil {
-		return true
-	}
-	for _, p := range s.Properties {
-		if hasDefaults(&p) {
-			return true
-		}
-	}
-	if hasDefaults(s.Items) {
-		return true
-	}
-	return s.AdditionalProperties != nil && hasDefaults(s.AdditionalProperties.Structural)
 }
 
 // strategy adapts apiextensions-apiserver's strategy to registry.Strategy. The store
