@@ -118,7 +118,7 @@ func (r *ReadSchemas) coerce(u *unstructured.Unstructured, dropInvalid bool) err
 	if err != nil {
 		return err
 	}
-	objectMeta, foundMeta, _, err := schemaobjectmeta.GetObjectMetaWithOptions(u.Object, schemaobjectmeta.ObjectMetaOptions{DropMalformedFields: dropInvalid})
+	objectMeta, _, err := getObjectMeta(u.Object, schemaobjectmeta.ObjectMetaOptions{DropMalformedFields: dropInvalid})
 	if err != nil {
 		return err
 	}
@@ -135,8 +135,8 @@ func (r *ReadSchemas) coerce(u *unstructured.Unstructured, dropInvalid bool) err
 		if ferr, _ := schemaobjectmeta.CoerceWithOptions(nil, u.Object, s, false, schemaobjectmeta.CoerceOptions{DropInvalidFields: dropInvalid}); ferr != nil {
 			return ferr
 		}
-		if dropInvalid && objectMeta.Generation == 0 {
-			objectMeta.Generation = 1
+		if dropInvalid {
+			objectMeta.repairGeneration()
 		}
 	}
 	if foundKind {
@@ -145,10 +145,5 @@ func (r *ReadSchemas) coerce(u *unstructured.Unstructured, dropInvalid bool) err
 	if foundAPIVersion {
 		u.SetAPIVersion(apiVersion)
 	}
-	if foundMeta {
-		if err := schemaobjectmeta.SetObjectMeta(u.Object, objectMeta); err != nil {
-			return err
-		}
-	}
-	return nil
+	return objectMeta.put(u.Object)
 }
