@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -19,7 +20,11 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 )
 
@@ -365,5 +370,63 @@ func TestPruneOnRead(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("\n wasmplane      %s\n kube-apiserver %s", got[i], want[i])
 		}
+	}
+}
+
+// TestWatchEndsWhenSchemaChanges: a watch opened before the CRD's schema changed ends,
+// as kube-apiserver ends it when it replaces the CRD's storage, and the watch the client
+// opens again reads by the new schema.
+func TestWatchEndsWhenSchemaChanges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and changes a CRD's schema (several seconds)")
+	}
+	e := newEnv(t, testserver.StartAPI(t))
+	ctx := context.Background()
+	crd := simpleCRD("knobs", "Knob", "watchprune.example.com", apiextensionsv1.JSONSchemaProps{Type: "object",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{"keep": {Type: "string"}, "drop": {Type: "string"}}})
+	e.establish(t, crd)
+	client := e.dyn.Resource(schema.GroupVersionResource{Group: "watchprune.example.com", Version: "v1", Resource: "knobs"})
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "watchprune.example.com/v1", "kind": "Knob",
+		"metadata": map[string]any{"name": "k"}, "spec": map[string]any{"keep": "1", "drop": "2"}}}
+	created, err := client.Create(ctx, obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := client.Watch(ctx, metav1.ListOptions{ResourceVersion: created.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, err := e.ext.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, crd.Name, types.JSONPatchType,
+		[]byte(`[{"op":"remove","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/drop"}]`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(10 * time.Second)
+	for open := true; open; {
+		select {
+		case _, open = <-w.ResultChan():
+		case <-timeout:
+			t.Fatal("the watch opened before the schema changed did not end")
+		}
+	}
+	again, err := client.Watch(ctx, metav1.ListOptions{ResourceVersion: created.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Stop()
+	if _, err := client.Patch(ctx, "k", types.MergePatchType, []byte(`{"metadata":{"labels":{"touched":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-again.ResultChan():
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok || ev.Type != watch.Modified {
+			t.Fatalf("event %s %T", ev.Type, ev.Object)
+		}
+		if spec, _, _ := unstructured.NestedMap(u.Object, "spec"); !reflect.DeepEqual(spec, map[string]any{"keep": "1"}) {
+			t.Errorf("spec after the schema change: %v, want only keep", spec)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event on the new watch")
 	}
 }

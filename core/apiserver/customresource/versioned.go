@@ -3,6 +3,7 @@ package customresource
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/wasmplane/wasmplane/core/storage"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +31,10 @@ type Versioned struct {
 	// Converter, if set, converts objects between versions; it must not change its input
 	// (apiextensions-apiserver's "safe" converter).
 	Converter runtime.ObjectConvertor
+	// Superseded, if set, is closed when the CRD's schema changes: the watches opened
+	// through this storage then end (their clients watch again and read by the new
+	// schema), as kube-apiserver ends them when it replaces a CRD's storage.
+	Superseded <-chan struct{}
 }
 
 var _ storage.Interface = (*Versioned)(nil)
@@ -301,8 +306,14 @@ func (v *Versioned) Delete(ctx context.Context, key string, out runtime.Object, 
 // converted becomes an ERROR event with the conversion's status, and the watch goes on.
 func (v *Versioned) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
 	w, err := v.Inner.Watch(ctx, key, opts)
-	if err != nil || (v.Read == nil && v.Served == v.Stored && v.Converter == nil) {
+	if err != nil {
 		return w, err
+	}
+	if v.Superseded != nil {
+		w = endWhen(w, v.Superseded)
+	}
+	if v.Read == nil && v.Served == v.Stored && v.Converter == nil {
+		return w, nil
 	}
 	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
 		if e.Type == watch.Bookmark || e.Type == watch.Error {
@@ -345,6 +356,33 @@ func (v *Versioned) Watch(ctx context.Context, key string, opts storage.ListOpti
 		e.Object = u
 		return e, true
 	}), nil
+}
+
+// endingWatch is a watch that also stops when done is closed.
+type endingWatch struct {
+	watch.Interface
+	stopped chan struct{}
+	once    sync.Once
+}
+
+// endWhen returns w, stopped as soon as done is closed; the goroutine that waits for it
+// ends with the watch.
+func endWhen(w watch.Interface, done <-chan struct{}) watch.Interface {
+	e := &endingWatch{Interface: w, stopped: make(chan struct{})}
+	go func() {
+		select {
+		case <-done:
+			w.Stop()
+		case <-e.stopped:
+		}
+	}()
+	return e
+}
+
+// Stop implements watch.Interface.
+func (e *endingWatch) Stop() {
+	e.once.Do(func() { close(e.stopped) })
+	e.Interface.Stop()
 }
 
 // errorEvent is the ERROR event a watcher gets for an object that cannot be served.
