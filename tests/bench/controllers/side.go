@@ -85,7 +85,19 @@ func runSide(ctx context.Context, o options, s side, phase string, round int, re
 		if err != nil {
 			return fmt.Errorf("finding this program to run the controller manager: %w", err)
 		}
-		cm, err := peers.StartBinary(self, dir, "-controller-manager-of", inst.KubeconfigPath())
+		args := []string{"-controller-manager-of", inst.KubeconfigPath()}
+		if o.profileDir != "" && round == 0 {
+			// The controller manager profiles itself from start to stop.
+			if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+				return err
+			}
+			abs, err := filepath.Abs(filepath.Join(o.profileDir, s.name+"-"+phase+"-controllers.pprof"))
+			if err != nil {
+				return err
+			}
+			args = append(args, "-controller-manager-cpuprofile", abs)
+		}
+		cm, err := peers.StartBinary(self, dir, args...)
 		if err != nil {
 			return err
 		}
