@@ -86,7 +86,7 @@ func (c *Controller) act(ctx context.Context, job *batchv1.Job, r result) error 
 		}
 		c.wrote(key, updated)
 	}
-	if _, err := c.removeFinalizers(ctx, r.release); err != nil {
+	if _, err := c.removeFinalizers(ctx, key, r.release); err != nil {
 		errs = append(errs, err)
 	}
 	for _, e := range r.events {
@@ -96,8 +96,9 @@ func (c *Controller) act(ctx context.Context, job *batchv1.Job, r result) error 
 }
 
 // removeFinalizers drops the tracking finalizer from pods, in parallel; it returns how
-// many it released.
-func (c *Controller) removeFinalizers(ctx context.Context, pods []*corev1.Pod) (int, error) {
+// many it released. Each removal is expected before it is sent, so that the pod event
+// it causes, which may come before the call returns, clears it.
+func (c *Controller) removeFinalizers(ctx context.Context, key string, pods []*corev1.Pod) (int, error) {
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -109,10 +110,14 @@ func (c *Controller) removeFinalizers(ctx context.Context, pods []*corev1.Pod) (
 		if !hasFinalizer(p) {
 			continue
 		}
+		c.removals.expect(key, p.UID)
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			err := c.patchOutFinalizer(ctx, p)
+			if err != nil {
+				c.removals.observed(key, p.UID)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && !apierrors.IsNotFound(err) {

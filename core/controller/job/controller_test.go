@@ -372,6 +372,65 @@ func TestSyncWritesStatusBeforeReleasing(t *testing.T) {
 	}
 }
 
+// TestReleasedPodNotPatchedTwice: a sync that reads a pod from a cache that does not
+// show its finalizer removal yet counts the pod and does not patch it again; once the
+// cache shows the removal, nothing is expected any more.
+func TestReleasedPodNotPatchedTwice(t *testing.T) {
+	// 1 counted, a succeeded, r running: nothing to create.
+	job := newJob(func(j *batchv1.Job) {
+		j.Spec.Completions = ptr.To[int32](3)
+		j.Status.Succeeded = 1
+		j.Status.Active = 1
+	})
+	done := pod("a", corev1.PodSucceeded, true, -1, 0)
+	c, client, factory := newController(t, job, done, pod("r", corev1.PodRunning, true, -1, 0))
+	jobs := factory.Batch().V1().Jobs().Informer().GetIndexer()
+	calls := func() []string {
+		var out []string
+		for _, a := range client.Actions() {
+			if a.GetVerb() != "list" && a.GetVerb() != "watch" && a.GetVerb() != "get" {
+				out = append(out, a.GetVerb()+":"+a.GetResource().Resource+"/"+a.GetSubresource())
+			}
+		}
+		client.ClearActions()
+		return out
+	}
+	for _, step := range []struct {
+		name      string
+		wantCalls []string
+		wantOK    int32
+		wantUnc   int
+	}{
+		{"first sync: uncounted, then released", []string{"update:jobs/status", "patch:pods/"}, 1, 1},
+		{"cache behind the removal: counted, no second patch", []string{"update:jobs/status"}, 2, 0},
+	} {
+		if _, err := c.sync(context.Background(), "ns/pi"); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if got := calls(); !slices.Equal(got, step.wantCalls) {
+			t.Errorf("%s: calls = %v, want %v", step.name, got, step.wantCalls)
+		}
+		got, err := client.BatchV1().Jobs("ns").Get(context.Background(), "pi", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Succeeded != step.wantOK || len(got.Status.UncountedTerminatedPods.Succeeded) != step.wantUnc {
+			t.Errorf("%s: succeeded %d, uncounted %v", step.name, got.Status.Succeeded, got.Status.UncountedTerminatedPods.Succeeded)
+		}
+		// The Job cache follows the status writes; the pod cache stays behind.
+		if err := jobs.Update(got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The pod event showing the removal clears the expectation.
+	released := done.DeepCopy()
+	released.Finalizers = nil
+	c.podEvent(released, false, false)
+	if n := len(c.removals.byJob); n != 0 {
+		t.Errorf("expected removals left after the pod event: %v", c.removals.byJob)
+	}
+}
+
 func TestIndexes(t *testing.T) {
 	for _, tc := range []struct {
 		in          string
