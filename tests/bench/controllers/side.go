@@ -139,6 +139,10 @@ func runSide(ctx context.Context, o options, s side, phase string, round int, re
 	if err != nil {
 		return fmt.Errorf("phase %s: %w", p, err)
 	}
+	req0, err := requestCounts(ctx, cs)
+	if err != nil {
+		return err
+	}
 	cpu0, err := peers.CPUTime(ctrl.Pid)
 	if err != nil {
 		return err
@@ -162,6 +166,11 @@ func runSide(ctx context.Context, o options, s side, phase string, round int, re
 	if err != nil {
 		return err
 	}
+	req1, err := requestCounts(ctx, cs)
+	if err != nil {
+		return err
+	}
+	figs = append(figs, requestFigures(req0, req1)...)
 	figs = append(figs, figure{name: "controller process CPU time in the phase", value: (cpu1 - cpu0).Seconds(), format: seconds},
 		figure{name: "API server process CPU time in the phase (with etcd, scheduler, simulated nodes)", value: (self1 - self0).Seconds(), format: seconds})
 	for _, f := range figs {
