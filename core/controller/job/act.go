@@ -20,9 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// act carries out r: pod deletions and creations first (their expectations recorded
-// before the calls), then the status, and only once the status holds the uncounted pods
-// the release of their finalizers.
+// act carries out r: pod deletions first, then the status (which already counts the
+// pods r creates, as kube-controller-manager's does once it has created them), then,
+// at the same time, the creations and — only once the status holds the uncounted pods —
+// the release of their finalizers. The two do not depend on each other, and one after
+// the other they made every sync of a busy Job two chains of round trips long.
+// Expectations are recorded before the calls.
 func (c *Controller) act(ctx context.Context, job *batchv1.Job, r result) error {
 	key := keyOf(job)
 	var errs []error
@@ -44,60 +47,74 @@ func (c *Controller) act(ctx context.Context, job *batchv1.Job, r result) error 
 			c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %v", p.Name)
 		}
 	}
-	if len(r.create) > 0 {
-		c.expectations.ExpectCreations(key, len(r.create))
-		// Creations go in slow-start batches, as kube-controller-manager's: one at a time
-		// they would cap a Job at one pod per API round trip.
-		var next atomic.Int64
-		ok, err := slowstart.Batch(ctx, len(r.create), 1, func(ctx context.Context) error {
-			idx := r.create[next.Add(1)-1]
-			pod := podFromTemplate(job, idx)
-			if counts, ok := r.failureCounts[idx]; ok {
-				setFailureCounts(pod, counts)
-			}
-			created, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-			if err != nil {
-				if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-					// Not an error, but this creation will never be observed either.
-					c.expectations.CreationObserved(key)
-					return nil
-				}
-				c.recorder.Eventf(job, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
-				return fmt.Errorf("creating pod for Job %s: %w", key, err)
-			}
-			c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %v", created.Name)
-			return nil
-		})
-		// Creations that failed or were never tried will never be observed.
-		if skipped := len(r.create) - ok; skipped > 0 {
-			c.expectations.LowerCreations(key, skipped)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
+	stored := true
 	if !apiequality.Semantic.DeepEqual(job.Status, r.status) {
 		j := job.DeepCopy()
 		j.Status = r.status
 		updated, err := c.client.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, j, metav1.UpdateOptions{})
 		if err != nil {
-			// Without the stored uncounted list no finalizer may go.
-			return errors.Join(append(errs, fmt.Errorf("updating status of Job %s: %w", key, err))...)
+			// Without the stored uncounted list no finalizer may go; the creations
+			// still do.
+			errs = append(errs, fmt.Errorf("updating status of Job %s: %w", key, err))
+			stored = false
+		} else {
+			c.wrote(key, updated)
 		}
-		c.wrote(key, updated)
 	}
-	if _, err := c.removeFinalizers(ctx, key, r.release); err != nil {
-		errs = append(errs, err)
+	var wg sync.WaitGroup
+	var createErr, releaseErr error
+	if len(r.create) > 0 {
+		wg.Go(func() { createErr = c.createPods(ctx, job, r) })
 	}
+	if stored && len(r.release) > 0 {
+		wg.Go(func() { _, releaseErr = c.removeFinalizers(ctx, key, r.release) })
+	}
+	wg.Wait()
+	errs = append(errs, createErr, releaseErr)
 	for _, e := range r.events {
 		c.recorder.Event(job, e.typ, e.reason, e.msg)
 	}
 	return errors.Join(errs...)
 }
 
-// removeFinalizers drops the tracking finalizer from pods, in parallel; it returns how
-// many it released. Each removal is expected before it is sent, so that the pod event
-// it causes, which may come before the call returns, clears it.
+// createPods creates r's pods in slow-start batches, as kube-controller-manager's: one
+// at a time they would cap a Job at one pod per API round trip.
+func (c *Controller) createPods(ctx context.Context, job *batchv1.Job, r result) error {
+	key := keyOf(job)
+	c.expectations.ExpectCreations(key, len(r.create))
+	var next atomic.Int64
+	ok, err := slowstart.Batch(ctx, len(r.create), 1, func(ctx context.Context) error {
+		idx := r.create[next.Add(1)-1]
+		pod := podFromTemplate(job, idx)
+		if counts, ok := r.failureCounts[idx]; ok {
+			setFailureCounts(pod, counts)
+		}
+		created, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				// Not an error, but this creation will never be observed either.
+				c.expectations.CreationObserved(key)
+				return nil
+			}
+			c.recorder.Eventf(job, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
+			return fmt.Errorf("creating pod for Job %s: %w", key, err)
+		}
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %v", created.Name)
+		return nil
+	})
+	// Creations that failed or were never tried will never be observed.
+	if skipped := len(r.create) - ok; skipped > 0 {
+		c.expectations.LowerCreations(key, skipped)
+	}
+	return err
+}
+
+// removeFinalizers drops the tracking finalizer from pods, all at once as
+// kube-controller-manager does (the controller's client limits the rate): the next
+// sync of the Job waits for the slowest of them, so waves of a few would each add a
+// round trip. It returns how many it released. Each removal is expected before it is
+// sent, so that the pod event it causes, which may come before the call returns, clears
+// it.
 func (c *Controller) removeFinalizers(ctx context.Context, key string, pods []*corev1.Pod) (int, error) {
 	var (
 		mu   sync.Mutex
@@ -105,15 +122,12 @@ func (c *Controller) removeFinalizers(ctx context.Context, key string, pods []*c
 		n    int
 		wg   sync.WaitGroup
 	)
-	sem := make(chan struct{}, 16)
 	for _, p := range pods {
 		if !hasFinalizer(p) {
 			continue
 		}
 		c.removals.expect(key, p.UID)
 		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
 			err := c.patchOutFinalizer(ctx, p)
 			if err != nil {
 				c.removals.observed(key, p.UID)
