@@ -20,12 +20,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// act carries out r: pod deletions first, then the status (which already counts the
-// pods r creates, as kube-controller-manager's does once it has created them), then,
-// at the same time, the creations and — only once the status holds the uncounted pods —
-// the release of their finalizers. The two do not depend on each other, and one after
-// the other they made every sync of a busy Job two chains of round trips long.
-// Expectations are recorded before the calls.
+// act carries out r: pod deletions first, then the creations and the status, and only
+// once the status holds the uncounted pods the release of their finalizers
+// (expectations recorded before the calls). When a sync both creates pods and releases
+// finalizers, the two go at the same time after a status whose active count leaves out
+// the pods not created yet: one after the other they made every sync of a busy Job two
+// chains of round trips long. The next sync, which their creation events start, writes
+// the count with them, so the stored count never includes a pod that does not exist
+// (kube-controller-manager writes it after creating them).
 func (c *Controller) act(ctx context.Context, job *batchv1.Job, r result) error {
 	key := keyOf(job)
 	var errs []error
@@ -47,28 +49,34 @@ func (c *Controller) act(ctx context.Context, job *batchv1.Job, r result) error 
 			c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %v", p.Name)
 		}
 	}
-	stored := true
-	if !apiequality.Semantic.DeepEqual(job.Status, r.status) {
+	overlap := len(r.create) > 0 && len(r.release) > 0
+	if len(r.create) > 0 && !overlap {
+		errs = append(errs, c.createPods(ctx, job, r))
+	}
+	status := r.status
+	if overlap {
+		status.Active = max(status.Active-int32(len(r.create)), 0)
+	}
+	if !apiequality.Semantic.DeepEqual(job.Status, status) {
 		j := job.DeepCopy()
-		j.Status = r.status
+		j.Status = status
 		updated, err := c.client.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, j, metav1.UpdateOptions{})
 		if err != nil {
 			// Without the stored uncounted list no finalizer may go; the creations
 			// still do.
-			errs = append(errs, fmt.Errorf("updating status of Job %s: %w", key, err))
-			stored = false
-		} else {
-			c.wrote(key, updated)
+			if overlap {
+				errs = append(errs, c.createPods(ctx, job, r))
+			}
+			return errors.Join(append(errs, fmt.Errorf("updating status of Job %s: %w", key, err))...)
 		}
+		c.wrote(key, updated)
 	}
 	var wg sync.WaitGroup
 	var createErr, releaseErr error
-	if len(r.create) > 0 {
+	if overlap {
 		wg.Go(func() { createErr = c.createPods(ctx, job, r) })
 	}
-	if stored && len(r.release) > 0 {
-		wg.Go(func() { _, releaseErr = c.removeFinalizers(ctx, key, r.release) })
-	}
+	wg.Go(func() { _, releaseErr = c.removeFinalizers(ctx, key, r.release) })
 	wg.Wait()
 	errs = append(errs, createErr, releaseErr)
 	for _, e := range r.events {

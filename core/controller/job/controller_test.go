@@ -324,7 +324,7 @@ func names(pods []*corev1.Pod) []string {
 // goes before the status that records its pod) and the pods an Indexed Job creates.
 func TestSyncWritesStatusBeforeReleasing(t *testing.T) {
 	job := newJob(indexed(3, 2))
-	c, client, _ := newController(t, job, pod("i0", corev1.PodSucceeded, true, 0, 0))
+	c, client, factory := newController(t, job, pod("i0", corev1.PodSucceeded, true, 0, 0))
 	if _, err := c.sync(context.Background(), "ns/pi"); err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,8 @@ func TestSyncWritesStatusBeforeReleasing(t *testing.T) {
 			created = append(created, ca.GetObject().(*corev1.Pod))
 		}
 	}
-	// The status first; then the creations and the release at the same time.
+	// The status first; then, as this sync both creates and releases, the creations and
+	// the release at the same time.
 	if len(verbs) == 0 || verbs[0] != "update:jobs/status" {
 		t.Fatalf("calls = %v, want the status update first", verbs)
 	}
@@ -364,8 +365,35 @@ func TestSyncWritesStatusBeforeReleasing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status.CompletedIndexes != "0" || len(got.Status.UncountedTerminatedPods.Succeeded) != 1 || got.Status.Active != 2 {
+	// The pods were not created yet when the status was written: not counted active.
+	if got.Status.CompletedIndexes != "0" || len(got.Status.UncountedTerminatedPods.Succeeded) != 1 || got.Status.Active != 0 {
 		t.Errorf("status = %+v", got.Status)
+	}
+	// Once their creation is observed, the next sync counts them and the released pod.
+	for _, p := range created {
+		if err := factory.Core().V1().Pods().Informer().GetIndexer().Add(p); err != nil {
+			t.Fatal(err)
+		}
+		c.expectations.CreationObserved("ns/pi")
+	}
+	if err := factory.Batch().V1().Jobs().Informer().GetIndexer().Update(got); err != nil {
+		t.Fatal(err)
+	}
+	released, err := client.CoreV1().Pods("ns").Get(context.Background(), "i0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := factory.Core().V1().Pods().Informer().GetIndexer().Update(released); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.sync(context.Background(), "ns/pi"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = client.BatchV1().Jobs("ns").Get(context.Background(), "pi", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Active != 2 || got.Status.CompletedIndexes != "0" || len(got.Status.UncountedTerminatedPods.Succeeded) != 0 {
+		t.Errorf("status after the next sync = %+v", got.Status)
 	}
 	p, err := client.CoreV1().Pods("ns").Get(context.Background(), "i0", metav1.GetOptions{})
 	if err != nil {
@@ -373,6 +401,31 @@ func TestSyncWritesStatusBeforeReleasing(t *testing.T) {
 	}
 	if len(p.Finalizers) != 0 {
 		t.Errorf("finalizers of the counted pod = %v", p.Finalizers)
+	}
+}
+
+// TestSyncCreatesBeforeStatus: with nothing to release, the pods are created before the
+// status that counts them active, as kube-controller-manager orders it.
+func TestSyncCreatesBeforeStatus(t *testing.T) {
+	c, client, _ := newController(t, newJob(func(j *batchv1.Job) { j.Status = batchv1.JobStatus{} }))
+	if _, err := c.sync(context.Background(), "ns/pi"); err != nil {
+		t.Fatal(err)
+	}
+	var verbs []string
+	for _, a := range client.Actions() {
+		if a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			verbs = append(verbs, a.GetVerb()+":"+a.GetResource().Resource+"/"+a.GetSubresource())
+		}
+	}
+	if want := []string{"create:pods/", "create:pods/", "update:jobs/status"}; !slices.Equal(verbs, want) {
+		t.Fatalf("calls = %v, want %v", verbs, want)
+	}
+	got, err := client.BatchV1().Jobs("ns").Get(context.Background(), "pi", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Active != 2 {
+		t.Errorf("active = %d, want 2", got.Status.Active)
 	}
 }
 
