@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
+	"github.com/wasmplane/wasmplane/tests/internal/scrape"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -15,36 +12,15 @@ import (
 // so that a phase can report how many requests its controllers and nodes made: the same
 // count whichever controllers run.
 func requestCounts(ctx context.Context, cs kubernetes.Interface) (map[string]float64, error) {
-	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	series, err := scrape.Metric(ctx, cs, "apiserver_request_total")
 	if err != nil {
-		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
+		return nil, fmt.Errorf("counting API requests: %w", err)
 	}
 	out := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, "apiserver_request_total{")
-		if !ok {
-			continue
-		}
-		labels, val, ok := strings.Cut(rest, "} ")
-		if !ok {
-			continue
-		}
-		verb := ""
-		for _, l := range strings.Split(labels, ",") {
-			if v, ok := strings.CutPrefix(l, `verb="`); ok {
-				verb = strings.TrimSuffix(v, `"`)
-			}
-		}
-		n, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
-		if err != nil || verb == "" {
-			continue
-		}
-		out[verb] += n
+	for _, s := range series {
+		out[s.Labels["verb"]] += s.Value
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // requestFigures are the writes (POST, PUT, PATCH, DELETE) and reads (GET) made between
