@@ -409,6 +409,19 @@ func TestWatchEndsWhenSchemaChanges(t *testing.T) {
 			t.Fatal("the watch opened before the schema changed did not end")
 		}
 	}
+	// The watch may end before the new schema serves; a watch opened in between would end
+	// too. Reads prune by the new schema once it serves.
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := client.Get(ctx, "k", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, found, _ := unstructured.NestedString(got.Object, "spec", "drop")
+		return !found, nil
+	})
+	if err != nil {
+		t.Fatalf("reads still carry the dropped field: %v", err)
+	}
 	again, err := client.Watch(ctx, metav1.ListOptions{ResourceVersion: created.GetResourceVersion()})
 	if err != nil {
 		t.Fatal(err)
