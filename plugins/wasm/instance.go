@@ -216,9 +216,8 @@ func (in *instance) call(ctx context.Context, deadline time.Time, hook string, r
 		}
 		in.inPtr, in.inCap = ptr, size
 	}
-	if in.holdsInput(req) {
-		// build wrote the request in place (inputBuffer): nothing to copy.
-	} else if !in.mod.Memory().Write(in.inPtr, req) {
+	// A request built in place (inputBuffer) is there already: nothing to copy.
+	if !in.holdsInput(req) && !in.mod.Memory().Write(in.inPtr, req) {
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadOutput, Err: fmt.Errorf("%s returned %#x, outside memory", abi.ExportAlloc, in.inPtr)}
 	}
 	in.stack[0], in.stack[1] = uint64(in.inPtr), uint64(len(req))
