@@ -62,10 +62,12 @@ func (p *Plugin) MutateJSON(ctx context.Context, req []byte) (*abi.MutateRespons
 // ValidateJSON calls the validate hook with the request build encodes as JSON, as
 // MutateJSON does; build learns whether the module that will answer asked for compact pod
 // documents ("compactPods", ABI §7.1), which is known only once an instance is chosen: a
-// swap may change the answer between two calls.
-func (p *Plugin) ValidateJSON(ctx context.Context, build func(compactPods bool) ([]byte, error)) (*abi.ValidateResponse, error) {
+// swap may change the answer between two calls. build appends the request to dst and
+// returns the result; dst is the instance's input buffer in guest memory, so a request
+// that fits is written there once, with no copy on the Go heap between.
+func (p *Plugin) ValidateJSON(ctx context.Context, build func(dst []byte, compactPods bool) ([]byte, error)) (*abi.ValidateResponse, error) {
 	var resp *abi.ValidateResponse
-	err := p.invoke(ctx, abi.HookValidate, func(in *instance) ([]byte, error) { return build(in.set.flags.CompactPods) }, func(b []byte) (err error) {
+	err := p.invoke(ctx, abi.HookValidate, func(in *instance) ([]byte, error) { return build(in.inputBuffer(), in.set.flags.CompactPods) }, func(b []byte) (err error) {
 		if string(b) == allowedAnswer {
 			resp = &abi.ValidateResponse{Allowed: true}
 			return nil

@@ -216,7 +216,8 @@ func (in *instance) call(ctx context.Context, deadline time.Time, hook string, r
 		}
 		in.inPtr, in.inCap = ptr, size
 	}
-	if !in.mod.Memory().Write(in.inPtr, req) {
+	// A request built in place (inputBuffer) is there already: nothing to copy.
+	if !in.holdsInput(req) && !in.mod.Memory().Write(in.inPtr, req) {
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadOutput, Err: fmt.Errorf("%s returned %#x, outside memory", abi.ExportAlloc, in.inPtr)}
 	}
 	in.stack[0], in.stack[1] = uint64(in.inPtr), uint64(len(req))
@@ -246,6 +247,31 @@ func (in *instance) call(ctx context.Context, deadline time.Time, hook string, r
 	}
 	in.memoryChanged()
 	return nil
+}
+
+// inputBuffer returns the instance's input buffer in guest memory, empty, for a request
+// to be appended to; nil when it has none yet (the first call allocates it) or the module
+// takes its input otherwise (OPA). A request that outgrows it is appended on the Go heap
+// instead and copied as any other.
+func (in *instance) inputBuffer() []byte {
+	if in.opa != nil || in.inPtr == 0 {
+		return nil
+	}
+	b, ok := in.mod.Memory().Read(in.inPtr, in.inCap)
+	if !ok {
+		return nil
+	}
+	return b[:0:in.inCap]
+}
+
+// holdsInput tells whether req is the start of the instance's input buffer, where
+// inputBuffer's caller wrote it.
+func (in *instance) holdsInput(req []byte) bool {
+	if len(req) == 0 || in.inPtr == 0 {
+		return false
+	}
+	b, ok := in.mod.Memory().Read(in.inPtr, 1)
+	return ok && &b[0] == &req[0]
 }
 
 // memoryChanged reports a change of the instance's memory to the metrics.

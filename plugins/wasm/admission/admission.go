@@ -37,9 +37,10 @@ type Caller interface {
 type EncodedCaller interface {
 	Caller
 	MutateJSON(ctx context.Context, req []byte) (*abi.MutateResponse, error)
-	// ValidateJSON calls validate with the request build encodes for the module that
-	// answers: compactPods if it asked for compact pod documents (ABI §7.1).
-	ValidateJSON(ctx context.Context, build func(compactPods bool) ([]byte, error)) (*abi.ValidateResponse, error)
+	// ValidateJSON calls validate with the request build appends to dst for the module
+	// that answers: compactPods if it asked for compact pod documents (ABI §7.1). dst may
+	// be the module's own input buffer, so that the request is written once.
+	ValidateJSON(ctx context.Context, build func(dst []byte, compactPods bool) ([]byte, error)) (*abi.ValidateResponse, error)
 }
 
 // Plugin adapts one WASM plugin to the admission chain.
@@ -107,8 +108,8 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 	var resp *abi.ValidateResponse
 	if c, ok := p.Caller.(EncodedCaller); ok {
 		var encErr, err error
-		resp, err = c.ValidateJSON(ctx, func(compactPods bool) ([]byte, error) {
-			req, err := requestJSON(a, compactPods)
+		resp, err = c.ValidateJSON(ctx, func(dst []byte, compactPods bool) ([]byte, error) {
+			req, err := appendRequest(dst, a, compactPods)
 			encErr = err
 			return req, err
 		})
@@ -172,20 +173,27 @@ type memoKey struct{ compactPods bool }
 
 const uidPrefix = `{"uid":"`
 
-// requestJSON returns the JSON of request(a), as encoding/json writes it. Everything after
-// the uid is encoded once per admission phase and shared by the plugins that see the
-// request (the chain drops it when a plugin changes the object); each call still gets a
-// uid of its own, as each webhook call does in Kubernetes.
+// requestJSON returns the JSON of request(a), as encoding/json writes it (appendRequest).
 func requestJSON(a *admission.Attributes, compactPods bool) ([]byte, error) {
+	return appendRequest(nil, a, compactPods)
+}
+
+// appendRequest appends the JSON of request(a) to dst. Everything after the uid is encoded
+// once per admission phase and shared by the plugins that see the request (the chain drops
+// it when a plugin changes the object); each call still gets a uid of its own, as each
+// webhook call does in Kubernetes.
+func appendRequest(dst []byte, a *admission.Attributes, compactPods bool) ([]byte, error) {
 	shared, err := a.Shared(memoKey{compactPods}, func() (any, error) { return requestBody(a, compactPods) })
 	if err != nil {
 		return nil, err
 	}
 	body := shared.([]byte)
 	uid := uuid.NewUUID() // hex digits and dashes: nothing to escape
-	out := make([]byte, 0, len(uidPrefix)+len(uid)+1+len(body))
-	out = append(append(append(out, uidPrefix...), uid...), '"')
-	return append(out, body...), nil
+	if dst == nil {
+		dst = make([]byte, 0, len(uidPrefix)+len(uid)+1+len(body))
+	}
+	dst = append(append(append(dst, uidPrefix...), uid...), '"')
+	return append(dst, body...), nil
 }
 
 // requestBody encodes the members of request(a) after the uid, from the comma before
