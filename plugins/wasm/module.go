@@ -155,12 +155,10 @@ func (e *moduleEntry) compile(ctx context.Context, wasm []byte) error {
 		}
 		wasm, e.instrumented = iw, true
 	}
-	before := codeMappings()
 	cm, err := e.r.rt.CompileModule(ctx, wasm)
 	if err != nil {
 		return &Error{Plugin: e.digest[:12], Kind: ErrInvalidModule, Err: fmt.Errorf("compile: %w", err)}
 	}
-	backNewCodeWithHugePages(before)
 	check := e.check
 	if e.opa {
 		check = e.checkOPA
