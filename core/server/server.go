@@ -73,10 +73,11 @@ type Config struct {
 	// --enable-priority-and-fairness=false): the two in-flight limits apply instead.
 	// With it on, their sum is the concurrency the priority levels share.
 	DisablePriorityAndFairness bool
-	// APFRefusalHold is how long API Priority and Fairness holds a refusal of a flow that
-	// has been refused continuously for a while before answering it with 429 (a
-	// wasmplane protection kube-apiserver does not have: a client flooding past its
-	// share then costs the server almost nothing); 0 = one second, negative = refusals
+	// APFRefusalHold is the longest API Priority and Fairness holds a refusal of a flow
+	// that has been refused continuously for a while before answering it with 429; it
+	// is held for the Retry-After it carries, within this (a wasmplane protection
+	// kube-apiserver does not have: a client flooding past its share then costs the
+	// server almost nothing). 0 = filters.DefaultRefusalHold (8 s), negative = refusals
 	// are answered at once, as kube-apiserver answers them.
 	APFRefusalHold time.Duration
 	// FlowControlBootstrapInterval is how often the APF bootstrap configuration is

@@ -15,17 +15,14 @@ import (
 
 // Defaults of RefusalHoldConfig.
 const (
-	// DefaultRefusalHold is how long a refusal of a flow refused for a sustained time is
-	// held: one second, the smallest Retry-After kube-apiserver's priority and fairness
-	// filter sends, so that a held 429 never arrives later than its Retry-After would
-	// have let the client send again.
-	DefaultRefusalHold = time.Second
+	// DefaultRefusalHold is the longest a refusal of a flow refused for a sustained
+	// time is held; within it, a refusal is held for the Retry-After it carries.
+	DefaultRefusalHold = 8 * time.Second
 	// DefaultRefusalSustain is how long a flow must have been refused without a pause
 	// before its refusals are held: a burst shorter than this is refused at once.
 	DefaultRefusalSustain = time.Second
-	// DefaultRefusalGap is the pause in a flow's refusals that ends its streak. It is
-	// longer than the hold, so that a client whose refusals were held, and who sends
-	// again as soon as it gets them, stays in its streak.
+	// DefaultRefusalGap is the pause in a flow's refusals that ends its streak,
+	// counted from when its last refusal was answered (after its hold).
 	DefaultRefusalGap = 2 * time.Second
 	// DefaultMaxHeldPerFlow bounds the refusals held at once for one flow; beyond it
 	// the flow's refusals are answered at once.
@@ -38,14 +35,18 @@ const (
 // RefusalHoldConfig says when and how long refusals are held; zero fields take the
 // defaults above.
 type RefusalHoldConfig struct {
-	// Hold is how long a refusal is held, counted from when the request arrived at
+	// Hold is the longest a refusal is held, counted from when the request arrived at
 	// priority and fairness (a request refused after waiting in a queue that long is
-	// not held further).
+	// not held further). Within it a refusal is held for the Retry-After it will carry:
+	// kube-apiserver's value for the priority level, computed as its filter computes
+	// it from the level's recent refusals (one second, doubling up to 32 while the
+	// level refuses at least three requests a second per second of it).
 	Hold time.Duration
 	// Sustain is how long a flow must have been refused, with no pause longer than
 	// Gap, before its refusals are held.
 	Sustain time.Duration
-	// Gap is the pause in a flow's refusals that ends its streak; at least Hold.
+	// Gap is the pause in a flow's refusals, from the answer to one to the next one,
+	// that ends its streak.
 	Gap time.Duration
 	// MaxPerFlow and MaxTotal bound the refusals held at once, for one flow and for the
 	// server; beyond them refusals are answered at once.
@@ -70,6 +71,9 @@ type RefusalHolder struct {
 	maxPerFlow, maxHeld int
 	clock               clock.Clock
 	stop                <-chan struct{}
+	// retryAfter follows the Retry-After the filter sends per level, fed the same
+	// refusals.
+	retryAfter utilflowcontrol.DroppedRequestsTracker
 
 	mu        sync.Mutex
 	flows     map[flowKey]*refusedFlow
@@ -82,7 +86,8 @@ type RefusalHolder struct {
 // flowKey is an APF flow: its FlowSchema and the distinguisher (user or namespace).
 type flowKey struct{ schema, distinguisher string }
 
-// refusedFlow is a flow's current streak of refusals.
+// refusedFlow is a flow's current streak of refusals: since when, and when its last
+// refusal was (or will be, when held) answered.
 type refusedFlow struct {
 	since, last time.Time
 	held        int
@@ -92,7 +97,7 @@ type refusedFlow struct {
 // RefusalHolder describes. Held refusals end at once when their request's context
 // ends (the client went away) or stop is closed (the server stops).
 func HoldRefusals(fc utilflowcontrol.Interface, cfg RefusalHoldConfig, stop <-chan struct{}) *RefusalHolder {
-	h := &RefusalHolder{Interface: fc, stop: stop, flows: map[flowKey]*refusedFlow{}, heldTotal: map[string]float64{},
+	h := &RefusalHolder{Interface: fc, stop: stop, retryAfter: utilflowcontrol.NewDroppedRequestsTracker(), flows: map[flowKey]*refusedFlow{}, heldTotal: map[string]float64{},
 		hold: cfg.Hold, sustain: cfg.Sustain, gap: cfg.Gap, maxPerFlow: cfg.MaxPerFlow, maxHeld: cfg.MaxTotal, clock: cfg.Clock}
 	if h.hold <= 0 {
 		h.hold = DefaultRefusalHold
@@ -101,9 +106,8 @@ func HoldRefusals(fc utilflowcontrol.Interface, cfg RefusalHoldConfig, stop <-ch
 		h.sustain = DefaultRefusalSustain
 	}
 	if h.gap <= 0 {
-		h.gap = max(DefaultRefusalGap, 2*h.hold)
+		h.gap = DefaultRefusalGap
 	}
-	h.gap = max(h.gap, h.hold)
 	if h.maxPerFlow <= 0 {
 		h.maxPerFlow = DefaultMaxHeldPerFlow
 	}
@@ -154,6 +158,8 @@ func (r *handled) exec() {
 // bounds allow, holds it until the hold (counted from arrived) is over, ctx ends or
 // the server stops.
 func (h *RefusalHolder) refused(ctx context.Context, flow flowKey, level string, arrived time.Time) {
+	h.retryAfter.RecordDroppedRequest(level)
+	hold := min(h.hold, time.Duration(h.retryAfter.GetRetryAfter(level))*time.Second)
 	now := h.clock.Now()
 	h.mu.Lock()
 	h.sweepLocked(now)
@@ -164,11 +170,16 @@ func (h *RefusalHolder) refused(ctx context.Context, flow flowKey, level string,
 	} else if now.Sub(f.last) > h.gap {
 		f.since = now
 	}
-	f.last = now
-	wait := h.hold - now.Sub(arrived)
+	wait := hold - now.Sub(arrived)
 	if now.Sub(f.since) < h.sustain || wait <= 0 || f.held >= h.maxPerFlow || h.held >= h.maxHeld {
+		if now.After(f.last) {
+			f.last = now
+		}
 		h.mu.Unlock()
 		return
+	}
+	if answered := now.Add(wait); answered.After(f.last) {
+		f.last = answered
 	}
 	f.held++
 	h.held++

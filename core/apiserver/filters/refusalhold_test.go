@@ -75,7 +75,7 @@ func TestRefusalHold(t *testing.T) {
 		name:   "a pause longer than the gap ends the streak",
 		decide: refuse,
 		requests: []request{{user: "tenant"}, {after: 1500 * time.Millisecond, user: "tenant", held: true},
-			{after: 2500 * time.Millisecond, user: "tenant"}, {after: 500 * time.Millisecond, user: "tenant"}},
+			{after: 3500 * time.Millisecond, user: "tenant"}, {after: 500 * time.Millisecond, user: "tenant"}},
 	}, {
 		name:   "other flows, served and exempt requests are not delayed",
 		decide: refuse,
@@ -225,5 +225,36 @@ func waitHeld(t *testing.T, h *RefusalHolder, want int) {
 			t.Fatalf("%d refusals held, want %d", total, want)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestRefusalHoldFollowsRetryAfter checks that a refusal is held for the Retry-After
+// kube-apiserver's filter computes for the level (it doubles once a level has refused
+// three requests or more in the last second), within the configured longest hold.
+func TestRefusalHoldFollowsRetryAfter(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+	stop := make(chan struct{})
+	defer close(stop)
+	h := HoldRefusals(&decidingFlowControl{clock: clock, decide: func(string) (bool, time.Duration) { return false, 0 }},
+		RefusalHoldConfig{Clock: clock, Hold: 8 * time.Second}, stop)
+	// The tracker counts refusals per second of the real clock: ten in one second, then
+	// one in the next makes the level's Retry-After 2.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 10*time.Millisecond)))
+	for range 10 {
+		<-handle(h, context.Background(), "tenant")
+	}
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 10*time.Millisecond)))
+	clock.Step(1500 * time.Millisecond)
+	done := handle(h, context.Background(), "tenant")
+	waitHeld(t, h, 1)
+	clock.Step(1500 * time.Millisecond)
+	if !clock.HasWaiters() {
+		t.Fatal("the refusal was let go after 1.5 s; want it held for its Retry-After of 2 s")
+	}
+	clock.Step(time.Second)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refusal is still held after its Retry-After")
 	}
 }
