@@ -71,6 +71,10 @@ type servedCRD struct {
 	terminating *bool
 	// gvrs are the resources served for the CRD.
 	gvrs []schema.GroupVersionResource
+	// schema identifies the spec and names the stores read objects by; superseded is
+	// closed when they change, which ends the watches opened under them.
+	schema     string
+	superseded chan struct{}
 }
 
 // RunCustomResources serves CustomResourceDefinitions until ctx ends.
@@ -327,6 +331,14 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 	}
 	*cur.terminating = terminating
 	cur.stores = nil
+	if state := fmt.Sprintf("%s/%d/%v", crd.UID, crd.Generation, crd.Status.AcceptedNames); cur.schema != state {
+		// Watches opened under the previous schema end, as kube-apiserver ends them when it
+		// replaces a CRD's storage: their clients watch again and read by the new one.
+		if cur.superseded != nil {
+			close(cur.superseded)
+		}
+		cur.schema, cur.superseded = state, make(chan struct{})
+	}
 	// Apply merges lists and maps as the schemas' list-type and map-type say. One type
 	// converter knows every version, as kube-apiserver's does: a manager's fields kept
 	// in another version are typed in that version's schema.
@@ -350,7 +362,7 @@ func (c *crdServer) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
 			return coerce(u)
 		}
 		st := &customresource.Versioned{Inner: cur.storage, Served: res.GroupVersion,
-			Stored: schema.GroupVersion{Group: res.GroupVersion.Group, Version: v.StorageVersion}, Defaults: v.Defaults, Converter: converter}
+			Stored: schema.GroupVersion{Group: res.GroupVersion.Group, Version: v.StorageVersion}, Read: v.Read, Converter: converter, Superseded: cur.superseded}
 		store := registry.NewStore(res, st, prefix)
 		store.Initializers = c.s.initializers
 		cur.stores = append(cur.stores, store)
@@ -430,6 +442,9 @@ func (c *crdServer) unserve(name string) {
 		return
 	}
 	delete(c.served, name)
+	if cur.superseded != nil {
+		close(cur.superseded)
+	}
 	if err := c.s.ReplaceResources(cur.gvrs); err != nil {
 		c.log.Warn("no longer serving a CustomResourceDefinition", "crd", name, "err", err)
 	}

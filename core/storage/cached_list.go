@@ -26,3 +26,7 @@ func cachedItemsFrom(ctx context.Context) *CachedItems {
 	ci, _ := ctx.Value(cachedItemsKey{}).(*CachedItems)
 	return ci
 }
+
+// CachedItemsFrom returns the CachedItems a caller asked for under ctx (see
+// WithCachedItems), or nil: a storage layer that wraps a Cacher passes the request on.
+func CachedItemsFrom(ctx context.Context) *CachedItems { return cachedItemsFrom(ctx) }

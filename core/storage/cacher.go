@@ -145,6 +145,18 @@ type Cacher struct {
 	snap    *keptSnapshot
 	snapGen uint64
 	kept    []*keptSnapshot
+
+	// created are custom objects this cache's Create wrote whose watch event has not been
+	// applied yet, by key: the event's object is that copy rather than a decoding of its
+	// bytes (see handOver).
+	createdMu sync.Mutex
+	created   map[string]createdObject
+}
+
+// createdObject is an object as its create stored it, at revision rev.
+type createdObject struct {
+	rev int64
+	obj *unstructured.Unstructured
 }
 
 // keptSnapshot is the state at one revision. Paged lists flatten the listed range once
@@ -340,9 +352,14 @@ func (c *Cacher) relist() (uint64, error) {
 }
 
 func (c *Cacher) newItem(key string, data []byte, rev int64) (*cacheItem, error) {
-	obj := c.cfg.NewFunc()
-	if err := c.store.decode(key, data, rev, obj); err != nil {
-		return nil, err
+	var obj runtime.Object
+	if created := c.takeCreated(key, rev); created != nil {
+		obj = created
+	} else {
+		obj = c.cfg.NewFunc()
+		if err := c.store.decode(key, data, rev, obj); err != nil {
+			return nil, err
+		}
 	}
 	l, f, err := c.attrs(obj)
 	if err != nil {
@@ -507,8 +524,9 @@ func (c *Cacher) apply(events []*clientv3.Event) {
 		out = append(out, ev)
 	}
 	c.advanceLocked()
-	ws := c.wlist
+	ws, rev := c.wlist, c.rev
 	c.mu.Unlock()
+	c.forgetCreated(rev)
 	for _, ev := range out {
 		c.dispatch(ws, ev)
 	}
@@ -727,7 +745,62 @@ func (c *Cacher) isReady() bool {
 
 // Create implements Interface by writing to etcd.
 func (c *Cacher) Create(ctx context.Context, key string, obj, out runtime.Object) error {
-	return c.store.Create(ctx, key, obj, out)
+	if err := c.store.Create(ctx, key, obj, out); err != nil {
+		return err
+	}
+	c.handOver(key, out)
+	return nil
+}
+
+// handOver keeps a copy of out, a custom object just created (exactly what decoding its
+// stored bytes gives: Etcd.Create makes it so), for the watch event that brings it, so
+// that the cache does not decode the JSON it has just been handed the object of.
+func (c *Cacher) handOver(key string, out runtime.Object) {
+	u, ok := out.(*unstructured.Unstructured)
+	if !ok || u.Object == nil {
+		return
+	}
+	rev, err := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return
+	}
+	c.mu.RLock()
+	applied := !c.ready || uint64(rev) <= c.rev
+	c.mu.RUnlock()
+	if applied {
+		return
+	}
+	cp := u.DeepCopy()
+	c.createdMu.Lock()
+	defer c.createdMu.Unlock()
+	if c.created == nil {
+		c.created = map[string]createdObject{}
+	}
+	c.created[key] = createdObject{rev: rev, obj: cp}
+}
+
+// takeCreated returns the object handOver kept for key at rev, if any.
+func (c *Cacher) takeCreated(key string, rev int64) *unstructured.Unstructured {
+	c.createdMu.Lock()
+	defer c.createdMu.Unlock()
+	co, ok := c.created[key]
+	if !ok || co.rev != rev {
+		return nil
+	}
+	delete(c.created, key)
+	return co.obj
+}
+
+// forgetCreated drops what handOver kept for events already applied (up to rev): a
+// create whose event came before its handOver leaves its copy behind.
+func (c *Cacher) forgetCreated(rev uint64) {
+	c.createdMu.Lock()
+	defer c.createdMu.Unlock()
+	for key, co := range c.created {
+		if uint64(co.rev) <= rev {
+			delete(c.created, key)
+		}
+	}
 }
 
 // GuaranteedUpdate implements Interface by writing to etcd, starting from the cached

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -29,6 +30,8 @@ type CachingObject struct {
 
 	mu  sync.Mutex
 	enc map[runtime.Identifier]*encoding // the other encoders' encodings
+
+	view atomic.Pointer[view] // see View
 }
 
 type encoding struct {
@@ -154,4 +157,46 @@ func (o *CachingObject) StoredJSON() (data []byte, rev int64, ok bool) {
 		return nil, 0, false
 	}
 	return o.stored.data, o.stored.rev, true
+}
+
+// view is what a reader made of a cached object under a token (see View).
+type view struct {
+	token any
+	obj   *CachingObject // the object itself when the reader changed nothing
+}
+
+// View returns the object as the reader identified by token serves it: rewrite gets the
+// shared object (which it must not modify) and returns nil when it serves it as it is,
+// or the object it serves instead. The answer is remembered on the object for the latest
+// token, so that a reader whose rewriting depends on slowly changing state (a custom
+// resource's schema, which prunes and defaults objects stored before it changed) pays
+// for it once per object and state, and keeps sharing the object's encodings afterwards.
+// A rewritten object of a kept-as-bytes object is kept as its bytes too.
+func (o *CachingObject) View(token any, rewrite func(shared runtime.Object) runtime.Object) *CachingObject {
+	if v := o.view.Load(); v != nil && v.token == token {
+		return v.obj
+	}
+	out := o
+	if n := rewrite(o.object()); n != nil {
+		out = o.rewritten(n)
+	}
+	o.view.Store(&view{token: token, obj: out})
+	return out
+}
+
+// rewritten wraps n, which replaces o in a view.
+func (o *CachingObject) rewritten(n runtime.Object) *CachingObject {
+	u, ok := n.(*unstructured.Unstructured)
+	if o.stored == nil || !ok {
+		return NewCachingObject(n)
+	}
+	// Kept as the bytes etcd would hold for it: without the resourceVersion (the
+	// revision), which readers put back.
+	c := u.DeepCopy()
+	c.SetResourceVersion("")
+	data, err := json.Marshal(c.Object)
+	if err != nil {
+		return NewCachingObject(n)
+	}
+	return &CachingObject{stored: newStoredObject(o.stored.dec, o.stored.key, data, o.stored.rev, u)}
 }

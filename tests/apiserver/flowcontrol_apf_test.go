@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/server"
+	"github.com/wasmplane/wasmplane/tests/internal/scrape"
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	corev1 "k8s.io/api/core/v1"
@@ -230,7 +231,7 @@ func TestTenantFlood(t *testing.T) {
 	if uid, _ := plUID.Load().(string); uid != string(pl.UID) {
 		t.Errorf("429's priority level UID %q, want %q", uid, pl.UID)
 	}
-	n, err := testserver.MetricSum(ctx, cs, "apiserver_flowcontrol_rejected_requests_total", map[string]string{"priority_level": pl.Name, "flow_schema": fs.Name})
+	n, err := scrape.MetricSum(ctx, cs, "apiserver_flowcontrol_rejected_requests_total", map[string]string{"priority_level": pl.Name, "flow_schema": fs.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,11 +335,11 @@ func TestListSeats(t *testing.T) {
 	labels := map[string]string{"flow_schema": fs.Name}
 	// seats lists once as the lister and returns the seats the LIST was estimated at.
 	seats := func(ctx context.Context) (float64, bool, error) {
-		sum0, err := testserver.MetricSum(ctx, cs, "apiserver_flowcontrol_work_estimated_seats_sum", labels)
+		sum0, err := scrape.MetricSum(ctx, cs, "apiserver_flowcontrol_work_estimated_seats_sum", labels)
 		if err != nil {
 			return 0, false, err
 		}
-		n0, err := testserver.MetricSum(ctx, cs, "apiserver_flowcontrol_work_estimated_seats_count", labels)
+		n0, err := scrape.MetricSum(ctx, cs, "apiserver_flowcontrol_work_estimated_seats_count", labels)
 		if err != nil {
 			return 0, false, err
 		}
@@ -350,11 +351,11 @@ func TestListSeats(t *testing.T) {
 		if resp.Header.Get(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID) != string(fs.UID) {
 			return 0, false, nil // not classified on the new schema yet
 		}
-		sum1, err := testserver.MetricSum(ctx, cs, "apiserver_flowcontrol_work_estimated_seats_sum", labels)
+		sum1, err := scrape.MetricSum(ctx, cs, "apiserver_flowcontrol_work_estimated_seats_sum", labels)
 		if err != nil {
 			return 0, false, err
 		}
-		n1, err := testserver.MetricSum(ctx, cs, "apiserver_flowcontrol_work_estimated_seats_count", labels)
+		n1, err := scrape.MetricSum(ctx, cs, "apiserver_flowcontrol_work_estimated_seats_count", labels)
 		if err != nil {
 			return 0, false, err
 		}

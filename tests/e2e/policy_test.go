@@ -21,6 +21,7 @@ import (
 
 	"github.com/wasmplane/wasmplane/core/controller/vapstatus"
 	"github.com/wasmplane/wasmplane/core/server"
+	"github.com/wasmplane/wasmplane/tests/internal/scrape"
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -309,7 +310,7 @@ metadata:
 	if !audit.has("name=audited", "require-team", "configmap audited has no team label") {
 		t.Fatal("no audit annotation for configmap audited")
 	}
-	denied, err := testserver.MetricSum(ctx, cs, "apiserver_validating_admission_policy_check_total",
+	denied, err := scrape.MetricSum(ctx, cs, "apiserver_validating_admission_policy_check_total",
 		map[string]string{"policy": "require-team", "enforcement_action": "deny"})
 	if err != nil || denied < 1 {
 		t.Fatalf("apiserver_validating_admission_policy_check_total of denials: %v, %v", denied, err)

@@ -13,7 +13,7 @@ import (
 	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	"github.com/wasmplane/wasmplane/plugins/wasm/toolkit"
 	"github.com/wasmplane/wasmplane/plugins/wasm/wasmtest"
-	"github.com/wasmplane/wasmplane/tests/internal/testserver"
+	"github.com/wasmplane/wasmplane/tests/internal/scrape"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -83,7 +83,7 @@ func installFaultyPlugins(ctx context.Context, t *testing.T, up *proc, ns string
 // each plugin must have failed with its error kind (other kinds, e.g. a call that waited
 // for an instance past its deadline, are reported beside it).
 func checkPluginFaults(ctx context.Context, r *report, cs kubernetes.Interface, ns string) string {
-	samples, err := testserver.Metric(ctx, cs, "wasmplane_wasm_call_errors_total")
+	samples, err := scrape.Metric(ctx, cs, "wasmplane_wasm_call_errors_total")
 	if err != nil {
 		r.fail("plugin failures: %v", err)
 		return ""

@@ -9,6 +9,7 @@ import (
 
 	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
 	"github.com/wasmplane/wasmplane/plugins/wasm/toolkit"
+	"github.com/wasmplane/wasmplane/tests/internal/scrape"
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,7 +120,7 @@ func (e *wasmEnv) deletePlugin(t testing.TB, ns, name string) {
 // /metrics over the series whose labels include want.
 func schedulerCounter(t testing.TB, cs kubernetes.Interface, name string, want map[string]string) float64 {
 	t.Helper()
-	sum, err := testserver.MetricSum(context.Background(), cs, name, want)
+	sum, err := scrape.MetricSum(context.Background(), cs, name, want)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
@@ -60,10 +61,10 @@ type Version struct {
 	Deprecation string
 	// Coerce prunes an object decoded from a request, reporting the unknown fields.
 	Coerce func(u *unstructured.Unstructured) (unknown []string, err error)
-	// Defaults fills in the version's schema defaults in an object read from storage, so
-	// that objects written before the schema gained a default are served with it, as
-	// kube-apiserver's storage decoder does; nil when the schema has no defaults.
-	Defaults func(u *unstructured.Unstructured)
+	// Read normalizes objects read from storage as kube-apiserver's storage decoder does
+	// (pruned and defaulted by the schema in force); shared by all versions of one state
+	// of the CRD.
+	Read *ReadSchemas
 }
 
 // StoragePrefix is where a CRD's objects are kept in etcd, as Kubernetes keeps them.
@@ -81,6 +82,10 @@ func Build(crd *apiextensionsv1.CustomResourceDefinition) ([]*Version, error) {
 	if err != nil {
 		return nil, err
 	}
+	read, err := newReadSchemas(crd)
+	if err != nil {
+		return nil, err
+	}
 	var out []*Version
 	for _, v := range crd.Spec.Versions {
 		if !v.Served && !v.Storage {
@@ -90,6 +95,7 @@ func Build(crd *apiextensionsv1.CustomResourceDefinition) ([]*Version, error) {
 		if err != nil {
 			return nil, fmt.Errorf("version %s: %w", v.Name, err)
 		}
+		ver.Read = read
 		out = append(out, ver)
 	}
 	return out, nil
@@ -176,9 +182,6 @@ func buildVersion(crd *apiextensionsv1.CustomResourceDefinition, v apiextensions
 		res.FieldLabels = append(res.FieldLabels, strings.TrimPrefix(f.JSONPath, "."))
 	}
 	ver := &Version{Resource: res, Served: v.Served, StorageVersion: storageVersion, Coerce: co.apply}
-	if hasDefaults(structural) {
-		ver.Defaults = co.defaults
-	}
 	if statusSpec != nil {
 		ver.Status = &strategy{lib: crstrategy.NewStatusStrategy(lib), coerce: co}
 	}
@@ -254,7 +257,7 @@ type coercer struct {
 // coerces metadata, keeping apiVersion and kind.
 func (c *coercer) apply(u *unstructured.Unstructured) ([]string, error) {
 	apiVersion, kind := u.GetAPIVersion(), u.GetKind()
-	objectMeta, foundMeta, unknown, err := schemaobjectmeta.GetObjectMetaWithOptions(u.Object, schemaobjectmeta.ObjectMetaOptions{ReturnUnknownFieldPaths: true})
+	objectMeta, unknown, err := getObjectMeta(u.Object, schemaobjectmeta.ObjectMetaOptions{ReturnUnknownFieldPaths: true})
 	if err != nil {
 		return nil, err
 	}
@@ -275,10 +278,8 @@ func (c *coercer) apply(u *unstructured.Unstructured) ([]string, error) {
 	if apiVersion != "" {
 		u.SetAPIVersion(apiVersion)
 	}
-	if foundMeta {
-		if err := schemaobjectmeta.SetObjectMeta(u.Object, objectMeta); err != nil {
-			return nil, err
-		}
+	if err := objectMeta.put(u.Object); err != nil {
+		return nil, err
 	}
 	return unknown, nil
 }
@@ -288,26 +289,6 @@ func (c *coercer) defaults(u *unstructured.Unstructured) {
 	if c.structural != nil {
 		structuraldefaulting.Default(u.Object, c.structural)
 	}
-}
-
-// hasDefaults reports whether any node of s declares a default: only then can an object
-// read from storage lack one, and only then is it worth copying objects on read.
-func hasDefaults(s *structuralschema.Structural) bool {
-	if s == nil {
-		return false
-	}
-	if s.Default.Object != nil {
-		return true
-	}
-	for _, p := range s.Properties {
-		if hasDefaults(&p) {
-			return true
-		}
-	}
-	if hasDefaults(s.Items) {
-		return true
-	}
-	return s.AdditionalProperties != nil && hasDefaults(s.AdditionalProperties.Structural)
 }
 
 // strategy adapts apiextensions-apiserver's strategy to registry.Strategy. The store
@@ -330,6 +311,8 @@ type quickValidation struct {
 	lib    libStrategy
 	schema *schemacheck.Checker
 	rules  *rulecheck.Checker
+	// create, when set, stands in for lib.Validate (see createChecks).
+	create func(u *unstructured.Unstructured) field.ErrorList
 }
 
 // newQuickValidation returns the quick validation of a version, or nil when neither
@@ -352,7 +335,28 @@ func newQuickValidation(typer runtime.ObjectTyper, namespaced bool, kind schema.
 		withoutRules(structural)
 	}
 	q.lib = crstrategy.NewStrategy(typer, namespaced, kind, validator, statusValidator, structural, statusSpec, scaleSpec, selectable)
+	if q.schema != nil && q.rules != nil && scaleSpec == nil {
+		q.create = createChecks(kind, structural)
+	}
 	return q
+}
+
+// createChecks is what lib.Validate checks of a new object when both checkers stand in
+// for its validators and there is no scale subresource — type meta, embedded objects'
+// metadata, list types — without the object's own metadata: the library converts it to
+// ObjectMeta by reflection to validate it, and its errors are never reported (the store
+// validates metadata itself and withoutMetadata drops them), so an object that fails only
+// there passes either way.
+func createChecks(kind schema.GroupVersionKind, structural *structuralschema.Structural) func(u *unstructured.Unstructured) field.ErrorList {
+	apiVersion := kind.GroupVersion().String()
+	return func(u *unstructured.Unstructured) field.ErrorList {
+		if u.GetKind() != kind.Kind || u.GetAPIVersion() != apiVersion {
+			// The library tells what is wrong.
+			return field.ErrorList{field.Invalid(field.NewPath("kind"), u.GetKind(), "")}
+		}
+		errs := schemaobjectmeta.Validate(context.Background(), nil, u.Object, structural, false)
+		return append(errs, structurallisttype.ValidateListSetsAndMaps(nil, structural, u.Object)...)
+	}
 }
 
 // passes reports whether obj is valid; false means the full strategy must tell why.
@@ -400,7 +404,12 @@ func (s *strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object
 }
 
 func (s *strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	if s.quick.passes(ctx, obj, func() field.ErrorList { return s.quick.lib.Validate(ctx, obj) }) {
+	if s.quick.passes(ctx, obj, func() field.ErrorList {
+		if u, ok := obj.(*unstructured.Unstructured); ok && s.quick.create != nil {
+			return s.quick.create(u)
+		}
+		return s.quick.lib.Validate(ctx, obj)
+	}) {
 		return nil
 	}
 	return withoutMetadata(s.lib.Validate(ctx, obj))

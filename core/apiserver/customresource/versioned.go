@@ -3,6 +3,7 @@ package customresource
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/wasmplane/wasmplane/core/storage"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,12 +23,18 @@ type Versioned struct {
 	Inner storage.Interface
 	// Served and Stored are the group versions read and written.
 	Served, Stored schema.GroupVersion
-	// Defaults, if set, fills in the served version's defaults in every object read, so
-	// that objects stored before the schema gained a default are served with it.
-	Defaults func(*unstructured.Unstructured)
+	// Read, if set, prunes and defaults every object read as kube-apiserver's storage
+	// decoder does, so that objects stored before the schema changed are served as it
+	// now says; objects the watch cache holds are normalized once per Read (see
+	// storage.CachingObject.View).
+	Read *ReadSchemas
 	// Converter, if set, converts objects between versions; it must not change its input
 	// (apiextensions-apiserver's "safe" converter).
 	Converter runtime.ObjectConvertor
+	// Superseded, if set, is closed when the CRD's schema changes: the watches opened
+	// through this storage then end (their clients watch again and read by the new
+	// schema), as kube-apiserver ends them when it replaces a CRD's storage.
+	Superseded <-chan struct{}
 }
 
 var _ storage.Interface = (*Versioned)(nil)
@@ -76,25 +83,53 @@ func conversionError(err error) error {
 	return apierrors.NewInternalError(err)
 }
 
-// rewrites reports whether objects read are changed on their way out; the watch cache
-// shares its objects, so those must be copied first.
-func (v *Versioned) rewrites() bool {
-	return v.Served != v.Stored || v.Defaults != nil || v.Converter != nil
-}
-
 // served turns obj, as storage has it (a copy the caller owns), into what a client of the
-// served version gets.
+// served version gets: normalized as stored, then converted and coerced to the served
+// version.
 func (v *Versioned) served(obj runtime.Object) error {
-	if err := v.convert(obj, v.Served); err != nil {
-		return err
-	}
-	if v.Defaults == nil {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || u.Object == nil {
 		return nil
 	}
-	if u, ok := obj.(*unstructured.Unstructured); ok && u.Object != nil {
-		v.Defaults(u)
+	if v.Read != nil {
+		if err := v.Read.AsStored(u); err != nil {
+			return apierrors.NewInternalError(err)
+		}
+	}
+	return v.toServed(u)
+}
+
+// toServed converts u, normalized as stored, to the served version.
+func (v *Versioned) toServed(u *unstructured.Unstructured) error {
+	if u.GetAPIVersion() == v.Served.String() {
+		return nil
+	}
+	if err := v.convert(u, v.Served); err != nil {
+		return err
+	}
+	return v.coerceServed(u)
+}
+
+// coerceServed prunes u, just converted, by the served version's schema.
+func (v *Versioned) coerceServed(u *unstructured.Unstructured) error {
+	if v.Read == nil {
+		return nil
+	}
+	if err := v.Read.Converted(u); err != nil {
+		return apierrors.NewInternalError(err)
 	}
 	return nil
+}
+
+// view is a cached object as the served version's readers get it, shared when it is: the
+// object normalized once per Read, and converted for this request when it is stored in
+// another version.
+func (v *Versioned) view(co *storage.CachingObject) (*storage.CachingObject, bool) {
+	if v.Read != nil {
+		co = co.View(v.Read, v.Read.StoredView)
+	}
+	u, ok := co.Shared().(*unstructured.Unstructured)
+	return co, !ok || u.Object == nil || u.GetAPIVersion() == v.Served.String()
 }
 
 // Create implements storage.Interface.
@@ -108,6 +143,11 @@ func (v *Versioned) Create(ctx context.Context, key string, obj, out runtime.Obj
 	if err := v.Inner.Create(ctx, key, obj, out); err != nil {
 		return err
 	}
+	if v.Served == v.Stored && v.Converter == nil {
+		// The handler pruned and defaulted obj by this same schema (its routes and this
+		// storage are swapped together): it is what the storage decoder makes of it.
+		return nil
+	}
 	return v.served(out)
 }
 
@@ -119,32 +159,83 @@ func (v *Versioned) Get(ctx context.Context, key string, opts storage.GetOptions
 	return v.served(out)
 }
 
-// GetList implements storage.Interface.
+// GetList implements storage.Interface. From the watch cache, every object already
+// normalized under the current schema and stored in the served version is served as the
+// cache shares it (the caller may splice its bytes); only the others are rewritten.
 func (v *Versioned) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
-	if v.rewrites() {
-		// The items are rewritten below: the watch cache must put them in the list rather
-		// than hand its shared objects to the response writer.
-		ctx = storage.WithCachedItems(ctx, nil)
-	}
-	if err := v.Inner.GetList(ctx, key, opts, listObj); err != nil {
+	want := storage.CachedItemsFrom(ctx)
+	got := &storage.CachedItems{}
+	if err := v.Inner.GetList(storage.WithCachedItems(ctx, got), key, opts, listObj); err != nil {
 		return err
 	}
-	l, ok := listObj.(*unstructured.UnstructuredList)
-	if !ok || !v.rewrites() {
-		return nil
+	if !got.Served {
+		// Etcd answered: the items are the caller's own.
+		l, ok := listObj.(*unstructured.UnstructuredList)
+		if !ok {
+			return nil
+		}
+		us := make([]*unstructured.Unstructured, len(l.Items))
+		for i := range l.Items {
+			us[i] = &l.Items[i]
+			if v.Read != nil {
+				if err := v.Read.AsStored(us[i]); err != nil {
+					return apierrors.NewInternalError(err)
+				}
+			}
+		}
+		return v.convertItems(us)
 	}
-	// The watch cache shares its objects' maps with the list: copy what changes.
-	var stale []int
-	for i := range l.Items {
-		if l.Items[i].GetAPIVersion() != v.Served.String() {
-			stale = append(stale, i)
+	items := make([]*storage.CachingObject, len(got.Items))
+	var stale []*unstructured.Unstructured
+	var staleAt []int
+	for i, co := range got.Items {
+		view, same := v.view(co)
+		items[i] = view
+		if !same {
+			// Shared: converted in a copy.
+			stale = append(stale, view.Shared().(*unstructured.Unstructured).DeepCopy())
+			staleAt = append(staleAt, i)
 		}
 	}
-	if v.Converter != nil && len(stale) > 0 {
-		// One conversion (one webhook call) for the whole page.
+	if len(stale) > 0 {
+		if err := v.convertItems(stale); err != nil {
+			return err
+		}
+		for j, i := range staleAt {
+			items[i] = storage.NewCachingObject(stale[j])
+		}
+	}
+	if want != nil {
+		want.Served, want.Items = true, items
+		return nil
+	}
+	objs := make([]runtime.Object, len(items))
+	for i, co := range items {
+		objs[i] = co.Shared()
+	}
+	if err := meta.SetList(listObj, objs); err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	return nil
+}
+
+// convertItems converts, in place, those of items (the caller's own, normalized as
+// stored) that are in another version to the served version: a conversion webhook gets
+// them all in one review.
+func (v *Versioned) convertItems(items []*unstructured.Unstructured) error {
+	var stale []*unstructured.Unstructured
+	for _, u := range items {
+		if u.Object != nil && u.GetAPIVersion() != v.Served.String() {
+			stale = append(stale, u)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	if v.Converter != nil {
 		batch := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": v.Served.String(), "kind": "List"}}
-		for _, i := range stale {
-			batch.Items = append(batch.Items, *l.Items[i].DeepCopy())
+		for _, u := range stale {
+			batch.Items = append(batch.Items, *u)
 		}
 		out, err := v.Converter.ConvertToVersion(batch, v.Served)
 		if err != nil {
@@ -154,16 +245,17 @@ func (v *Versioned) GetList(ctx context.Context, key string, opts storage.ListOp
 		if !ok || len(converted.Items) != len(stale) {
 			return apierrors.NewInternalError(errors.New("the converter returned a list of another length"))
 		}
-		for j, i := range stale {
-			l.Items[i] = converted.Items[j]
+		for j, u := range stale {
+			*u = converted.Items[j]
+		}
+	} else {
+		for _, u := range stale {
+			u.SetAPIVersion(v.Served.String())
 		}
 	}
-	for i := range l.Items {
-		if v.Defaults != nil || l.Items[i].GetAPIVersion() != v.Served.String() {
-			l.Items[i] = *l.Items[i].DeepCopy()
-			if err := v.served(&l.Items[i]); err != nil {
-				return err
-			}
+	for _, u := range stale {
+		if err := v.coerceServed(u); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -173,11 +265,10 @@ func (v *Versioned) GetList(ctx context.Context, key string, opts storage.ListOp
 func (v *Versioned) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
 	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc) error {
 	err := v.Inner.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, func(input runtime.Object, res storage.ResponseMeta) (runtime.Object, error) {
-		if v.rewrites() {
-			input = input.DeepCopyObject()
-			if err := v.served(input); err != nil {
-				return nil, err
-			}
+		// The input may be the watch cache's shared object.
+		input = input.DeepCopyObject()
+		if err := v.served(input); err != nil {
+			return nil, err
 		}
 		out, err := tryUpdate(input, res)
 		if err != nil || out == nil {
@@ -209,36 +300,99 @@ func (v *Versioned) Delete(ctx context.Context, key string, out runtime.Object, 
 	return nil
 }
 
-// Watch implements storage.Interface. An object that cannot be converted becomes an
-// ERROR event with the conversion's status, and the watch goes on.
+// Watch implements storage.Interface. An event's object normalized under the current
+// schema and stored in the served version goes out as the cache shares it (encoded once
+// for all watchers); the others are rewritten per watcher. An object that cannot be
+// converted becomes an ERROR event with the conversion's status, and the watch goes on.
 func (v *Versioned) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
 	w, err := v.Inner.Watch(ctx, key, opts)
-	if err != nil || !v.rewrites() {
+	if err != nil {
 		return w, err
+	}
+	if v.Superseded != nil {
+		w = endWhen(w, v.Superseded)
+	}
+	if v.Read == nil && v.Served == v.Stored && v.Converter == nil {
+		return w, nil
 	}
 	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
 		if e.Type == watch.Bookmark || e.Type == watch.Error {
 			return e, true
 		}
-		obj := e.Object
-		if co, ok := obj.(runtime.CacheableObject); ok {
-			obj = co.GetObject()
-		}
-		// Other watchers share the event's object.
-		obj = obj.DeepCopyObject()
-		if _, err := meta.Accessor(obj); err == nil {
-			if err := v.served(obj); err != nil {
-				st := apierrors.NewInternalError(err).Status()
-				var se apierrors.APIStatus
-				if errors.As(err, &se) {
-					st = se.Status()
+		var u *unstructured.Unstructured
+		if co, ok := e.Object.(*storage.CachingObject); ok {
+			view, same := v.view(co)
+			if same {
+				e.Object = view
+				return e, true
+			}
+			u, _ = view.Shared().(*unstructured.Unstructured)
+			if u == nil {
+				return e, true
+			}
+			// Other watchers share the event's object.
+			u = u.DeepCopy()
+		} else {
+			obj := e.Object
+			if co, ok := obj.(runtime.CacheableObject); ok {
+				obj = co.GetObject()
+			} else {
+				obj = obj.DeepCopyObject()
+			}
+			var ok bool
+			if u, ok = obj.(*unstructured.Unstructured); !ok {
+				e.Object = obj
+				return e, true
+			}
+			if v.Read != nil {
+				if err := v.Read.AsStored(u); err != nil {
+					return errorEvent(apierrors.NewInternalError(err)), true
 				}
-				return watch.Event{Type: watch.Error, Object: &st}, true
 			}
 		}
-		e.Object = obj
+		if err := v.toServed(u); err != nil {
+			return errorEvent(err), true
+		}
+		e.Object = u
 		return e, true
 	}), nil
+}
+
+// endingWatch is a watch that also stops when done is closed.
+type endingWatch struct {
+	watch.Interface
+	stopped chan struct{}
+	once    sync.Once
+}
+
+// endWhen returns w, stopped as soon as done is closed; the goroutine that waits for it
+// ends with the watch.
+func endWhen(w watch.Interface, done <-chan struct{}) watch.Interface {
+	e := &endingWatch{Interface: w, stopped: make(chan struct{})}
+	go func() {
+		select {
+		case <-done:
+			w.Stop()
+		case <-e.stopped:
+		}
+	}()
+	return e
+}
+
+// Stop implements watch.Interface.
+func (e *endingWatch) Stop() {
+	e.once.Do(func() { close(e.stopped) })
+	e.Interface.Stop()
+}
+
+// errorEvent is the ERROR event a watcher gets for an object that cannot be served.
+func errorEvent(err error) watch.Event {
+	st := apierrors.NewInternalError(err).Status()
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		st = se.Status()
+	}
+	return watch.Event{Type: watch.Error, Object: &st}
 }
 
 // CurrentResourceVersion implements storage.Interface.

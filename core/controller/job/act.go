@@ -20,9 +20,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// act carries out r: pod deletions and creations first (their expectations recorded
-// before the calls), then the status, and only once the status holds the uncounted pods
-// the release of their finalizers.
+// act carries out r: pod deletions first, then the creations and the status, and only
+// once the status holds the uncounted pods the release of their finalizers
+// (expectations recorded before the calls). When a sync both creates pods and releases
+// finalizers, the two go at the same time after a status whose active count leaves out
+// the pods not created yet: one after the other they made every sync of a busy Job two
+// chains of round trips long. The next sync, which their creation events start, writes
+// the count with them, so the stored count never includes a pod that does not exist
+// (kube-controller-manager writes it after creating them).
 func (c *Controller) act(ctx context.Context, job *batchv1.Job, r result) error {
 	key := keyOf(job)
 	var errs []error
@@ -44,75 +49,97 @@ func (c *Controller) act(ctx context.Context, job *batchv1.Job, r result) error 
 			c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %v", p.Name)
 		}
 	}
-	if len(r.create) > 0 {
-		c.expectations.ExpectCreations(key, len(r.create))
-		// Creations go in slow-start batches, as kube-controller-manager's: one at a time
-		// they would cap a Job at one pod per API round trip.
-		var next atomic.Int64
-		ok, err := slowstart.Batch(ctx, len(r.create), 1, func(ctx context.Context) error {
-			idx := r.create[next.Add(1)-1]
-			pod := podFromTemplate(job, idx)
-			if counts, ok := r.failureCounts[idx]; ok {
-				setFailureCounts(pod, counts)
-			}
-			created, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-			if err != nil {
-				if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-					// Not an error, but this creation will never be observed either.
-					c.expectations.CreationObserved(key)
-					return nil
-				}
-				c.recorder.Eventf(job, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
-				return fmt.Errorf("creating pod for Job %s: %w", key, err)
-			}
-			c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %v", created.Name)
-			return nil
-		})
-		// Creations that failed or were never tried will never be observed.
-		if skipped := len(r.create) - ok; skipped > 0 {
-			c.expectations.LowerCreations(key, skipped)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
+	overlap := len(r.create) > 0 && len(r.release) > 0
+	if len(r.create) > 0 && !overlap {
+		errs = append(errs, c.createPods(ctx, job, r))
 	}
-	if !apiequality.Semantic.DeepEqual(job.Status, r.status) {
+	status := r.status
+	if overlap {
+		status.Active = max(status.Active-int32(len(r.create)), 0)
+	}
+	if !apiequality.Semantic.DeepEqual(job.Status, status) {
 		j := job.DeepCopy()
-		j.Status = r.status
+		j.Status = status
 		updated, err := c.client.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, j, metav1.UpdateOptions{})
 		if err != nil {
-			// Without the stored uncounted list no finalizer may go.
+			// Without the stored uncounted list no finalizer may go; the creations
+			// still do.
+			if overlap {
+				errs = append(errs, c.createPods(ctx, job, r))
+			}
 			return errors.Join(append(errs, fmt.Errorf("updating status of Job %s: %w", key, err))...)
 		}
 		c.wrote(key, updated)
 	}
-	if _, err := c.removeFinalizers(ctx, r.release); err != nil {
-		errs = append(errs, err)
+	var wg sync.WaitGroup
+	var createErr, releaseErr error
+	if overlap {
+		wg.Go(func() { createErr = c.createPods(ctx, job, r) })
 	}
+	wg.Go(func() { _, releaseErr = c.removeFinalizers(ctx, key, r.release) })
+	wg.Wait()
+	errs = append(errs, createErr, releaseErr)
 	for _, e := range r.events {
 		c.recorder.Event(job, e.typ, e.reason, e.msg)
 	}
 	return errors.Join(errs...)
 }
 
-// removeFinalizers drops the tracking finalizer from pods, in parallel; it returns how
-// many it released.
-func (c *Controller) removeFinalizers(ctx context.Context, pods []*corev1.Pod) (int, error) {
+// createPods creates r's pods in slow-start batches, as kube-controller-manager's: one
+// at a time they would cap a Job at one pod per API round trip.
+func (c *Controller) createPods(ctx context.Context, job *batchv1.Job, r result) error {
+	key := keyOf(job)
+	c.expectations.ExpectCreations(key, len(r.create))
+	var next atomic.Int64
+	ok, err := slowstart.Batch(ctx, len(r.create), 1, func(ctx context.Context) error {
+		idx := r.create[next.Add(1)-1]
+		pod := podFromTemplate(job, idx)
+		if counts, ok := r.failureCounts[idx]; ok {
+			setFailureCounts(pod, counts)
+		}
+		created, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				// Not an error, but this creation will never be observed either.
+				c.expectations.CreationObserved(key)
+				return nil
+			}
+			c.recorder.Eventf(job, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
+			return fmt.Errorf("creating pod for Job %s: %w", key, err)
+		}
+		c.recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %v", created.Name)
+		return nil
+	})
+	// Creations that failed or were never tried will never be observed.
+	if skipped := len(r.create) - ok; skipped > 0 {
+		c.expectations.LowerCreations(key, skipped)
+	}
+	return err
+}
+
+// removeFinalizers drops the tracking finalizer from pods, all at once as
+// kube-controller-manager does (the controller's client limits the rate): the next
+// sync of the Job waits for the slowest of them, so waves of a few would each add a
+// round trip. It returns how many it released. Each removal is expected before it is
+// sent, so that the pod event it causes, which may come before the call returns, clears
+// it.
+func (c *Controller) removeFinalizers(ctx context.Context, key string, pods []*corev1.Pod) (int, error) {
 	var (
 		mu   sync.Mutex
 		errs []error
 		n    int
 		wg   sync.WaitGroup
 	)
-	sem := make(chan struct{}, 16)
 	for _, p := range pods {
 		if !hasFinalizer(p) {
 			continue
 		}
+		c.removals.expect(key, p.UID)
 		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
 			err := c.patchOutFinalizer(ctx, p)
+			if err != nil {
+				c.removals.observed(key, p.UID)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && !apierrors.IsNotFound(err) {

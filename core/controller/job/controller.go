@@ -82,6 +82,8 @@ type Controller struct {
 	// stale Job waits.
 	writtenMu sync.Mutex
 	written   map[string]uint64
+	// removals are the finalizer removals made and not yet seen in the pod cache.
+	removals *removals
 }
 
 // New returns a Job controller fed by factory's Job and Pod informers.
@@ -111,6 +113,7 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, o
 		clock:        opts.Clock,
 		backoff:      opts.Backoff,
 		written:      map[string]uint64{},
+		removals:     newRemovals(),
 	}
 	if _, err := jobInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueJob,
@@ -163,6 +166,7 @@ func (c *Controller) deleteJob(obj any) {
 	}
 	if j, ok := obj.(*batchv1.Job); ok {
 		c.expectations.Delete(keyOf(j))
+		c.removals.forget(keyOf(j))
 		// Its pods may still carry the tracking finalizer: the sync of a missing Job
 		// releases them.
 		c.queue.Add(keyOf(j))
@@ -182,6 +186,9 @@ func (c *Controller) podEvent(pod *corev1.Pod, added, deleted bool) {
 	case deleted || pod.DeletionTimestamp != nil:
 		c.expectations.DeletionObserved(key, keyOf(pod))
 	}
+	if deleted || !hasFinalizer(pod) {
+		c.removals.observed(key, pod.UID)
+	}
 	c.queue.Add(key)
 }
 
@@ -197,7 +204,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if apierrors.IsNotFound(err) {
 		c.expectations.Delete(key)
 		c.forgetWritten(key)
-		return 0, c.releaseOrphans(ctx, ns, name, nil)
+		return 0, c.releaseOrphans(ctx, key, ns, name, nil)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("reading Job %s: %w", key, err)
@@ -217,8 +224,11 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err != nil {
 		return 0, err
 	}
+	// Pods whose finalizer this controller removed count as released even while the
+	// cache still shows the finalizer.
+	pods = c.removals.apply(key, pods)
 	if isFinished(job) {
-		return 0, c.releaseOrphans(ctx, ns, name, pods)
+		return 0, c.releaseOrphans(ctx, key, ns, name, pods)
 	}
 	r := c.reconcile(job, pods)
 	return r.requeueAfter, c.act(ctx, job, r)
@@ -284,7 +294,7 @@ func (c *Controller) podsOf(job *batchv1.Job) ([]*corev1.Pod, error) {
 
 // releaseOrphans removes the tracking finalizer from pods whose Job is gone or finished:
 // nothing will count them any more, and the finalizer would keep them forever.
-func (c *Controller) releaseOrphans(ctx context.Context, ns, jobName string, pods []*corev1.Pod) error {
+func (c *Controller) releaseOrphans(ctx context.Context, key, ns, jobName string, pods []*corev1.Pod) error {
 	if pods == nil {
 		all, err := c.podLister.Pods(ns).List(labels.Everything())
 		if err != nil {
@@ -295,6 +305,7 @@ func (c *Controller) releaseOrphans(ctx context.Context, ns, jobName string, pod
 				pods = append(pods, p)
 			}
 		}
+		pods = c.removals.apply(key, pods)
 	}
 	var todo []*corev1.Pod
 	for _, p := range pods {
@@ -302,6 +313,6 @@ func (c *Controller) releaseOrphans(ctx context.Context, ns, jobName string, pod
 			todo = append(todo, p)
 		}
 	}
-	_, err := c.removeFinalizers(ctx, todo)
+	_, err := c.removeFinalizers(ctx, key, todo)
 	return err
 }

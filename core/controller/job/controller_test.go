@@ -320,11 +320,11 @@ func names(pods []*corev1.Pod) []string {
 	return out
 }
 
-// TestSyncWritesStatusBeforeReleasing checks the order of the API calls and the pods
-// an Indexed Job creates.
+// TestSyncWritesStatusBeforeReleasing checks the order of the API calls (no finalizer
+// goes before the status that records its pod) and the pods an Indexed Job creates.
 func TestSyncWritesStatusBeforeReleasing(t *testing.T) {
 	job := newJob(indexed(3, 2))
-	c, client, _ := newController(t, job, pod("i0", corev1.PodSucceeded, true, 0, 0))
+	c, client, factory := newController(t, job, pod("i0", corev1.PodSucceeded, true, 0, 0))
 	if _, err := c.sync(context.Background(), "ns/pi"); err != nil {
 		t.Fatal(err)
 	}
@@ -339,9 +339,14 @@ func TestSyncWritesStatusBeforeReleasing(t *testing.T) {
 			created = append(created, ca.GetObject().(*corev1.Pod))
 		}
 	}
-	want := []string{"create:pods/", "create:pods/", "update:jobs/status", "patch:pods/"}
-	if !slices.Equal(verbs, want) {
-		t.Fatalf("calls = %v, want %v", verbs, want)
+	// The status first; then, as this sync both creates and releases, the creations and
+	// the release at the same time.
+	if len(verbs) == 0 || verbs[0] != "update:jobs/status" {
+		t.Fatalf("calls = %v, want the status update first", verbs)
+	}
+	rest := slices.Sorted(slices.Values(verbs[1:]))
+	if want := []string{"create:pods/", "create:pods/", "patch:pods/"}; !slices.Equal(rest, want) {
+		t.Fatalf("calls after the status = %v, want %v in any order", rest, want)
 	}
 	for i, p := range created {
 		idx := itoa(i + 1)
@@ -360,8 +365,35 @@ func TestSyncWritesStatusBeforeReleasing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status.CompletedIndexes != "0" || len(got.Status.UncountedTerminatedPods.Succeeded) != 1 || got.Status.Active != 2 {
+	// The pods were not created yet when the status was written: not counted active.
+	if got.Status.CompletedIndexes != "0" || len(got.Status.UncountedTerminatedPods.Succeeded) != 1 || got.Status.Active != 0 {
 		t.Errorf("status = %+v", got.Status)
+	}
+	// Once their creation is observed, the next sync counts them and the released pod.
+	for _, p := range created {
+		if err := factory.Core().V1().Pods().Informer().GetIndexer().Add(p); err != nil {
+			t.Fatal(err)
+		}
+		c.expectations.CreationObserved("ns/pi")
+	}
+	if err := factory.Batch().V1().Jobs().Informer().GetIndexer().Update(got); err != nil {
+		t.Fatal(err)
+	}
+	released, err := client.CoreV1().Pods("ns").Get(context.Background(), "i0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := factory.Core().V1().Pods().Informer().GetIndexer().Update(released); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.sync(context.Background(), "ns/pi"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = client.BatchV1().Jobs("ns").Get(context.Background(), "pi", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Active != 2 || got.Status.CompletedIndexes != "0" || len(got.Status.UncountedTerminatedPods.Succeeded) != 0 {
+		t.Errorf("status after the next sync = %+v", got.Status)
 	}
 	p, err := client.CoreV1().Pods("ns").Get(context.Background(), "i0", metav1.GetOptions{})
 	if err != nil {
@@ -369,6 +401,90 @@ func TestSyncWritesStatusBeforeReleasing(t *testing.T) {
 	}
 	if len(p.Finalizers) != 0 {
 		t.Errorf("finalizers of the counted pod = %v", p.Finalizers)
+	}
+}
+
+// TestSyncCreatesBeforeStatus: with nothing to release, the pods are created before the
+// status that counts them active, as kube-controller-manager orders it.
+func TestSyncCreatesBeforeStatus(t *testing.T) {
+	c, client, _ := newController(t, newJob(func(j *batchv1.Job) { j.Status = batchv1.JobStatus{} }))
+	if _, err := c.sync(context.Background(), "ns/pi"); err != nil {
+		t.Fatal(err)
+	}
+	var verbs []string
+	for _, a := range client.Actions() {
+		if a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			verbs = append(verbs, a.GetVerb()+":"+a.GetResource().Resource+"/"+a.GetSubresource())
+		}
+	}
+	if want := []string{"create:pods/", "create:pods/", "update:jobs/status"}; !slices.Equal(verbs, want) {
+		t.Fatalf("calls = %v, want %v", verbs, want)
+	}
+	got, err := client.BatchV1().Jobs("ns").Get(context.Background(), "pi", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Active != 2 {
+		t.Errorf("active = %d, want 2", got.Status.Active)
+	}
+}
+
+// TestReleasedPodNotPatchedTwice: a sync that reads a pod from a cache that does not
+// show its finalizer removal yet counts the pod and does not patch it again; once the
+// cache shows the removal, nothing is expected any more.
+func TestReleasedPodNotPatchedTwice(t *testing.T) {
+	// 1 counted, a succeeded, r running: nothing to create.
+	job := newJob(func(j *batchv1.Job) {
+		j.Spec.Completions = ptr.To[int32](3)
+		j.Status.Succeeded = 1
+		j.Status.Active = 1
+	})
+	done := pod("a", corev1.PodSucceeded, true, -1, 0)
+	c, client, factory := newController(t, job, done, pod("r", corev1.PodRunning, true, -1, 0))
+	jobs := factory.Batch().V1().Jobs().Informer().GetIndexer()
+	calls := func() []string {
+		var out []string
+		for _, a := range client.Actions() {
+			if a.GetVerb() != "list" && a.GetVerb() != "watch" && a.GetVerb() != "get" {
+				out = append(out, a.GetVerb()+":"+a.GetResource().Resource+"/"+a.GetSubresource())
+			}
+		}
+		client.ClearActions()
+		return out
+	}
+	for _, step := range []struct {
+		name      string
+		wantCalls []string
+		wantOK    int32
+		wantUnc   int
+	}{
+		{"first sync: uncounted, then released", []string{"update:jobs/status", "patch:pods/"}, 1, 1},
+		{"cache behind the removal: counted, no second patch", []string{"update:jobs/status"}, 2, 0},
+	} {
+		if _, err := c.sync(context.Background(), "ns/pi"); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if got := calls(); !slices.Equal(got, step.wantCalls) {
+			t.Errorf("%s: calls = %v, want %v", step.name, got, step.wantCalls)
+		}
+		got, err := client.BatchV1().Jobs("ns").Get(context.Background(), "pi", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Succeeded != step.wantOK || len(got.Status.UncountedTerminatedPods.Succeeded) != step.wantUnc {
+			t.Errorf("%s: succeeded %d, uncounted %v", step.name, got.Status.Succeeded, got.Status.UncountedTerminatedPods.Succeeded)
+		}
+		// The Job cache follows the status writes; the pod cache stays behind.
+		if err := jobs.Update(got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The pod event showing the removal clears the expectation.
+	released := done.DeepCopy()
+	released.Finalizers = nil
+	c.podEvent(released, false, false)
+	if n := len(c.removals.byJob); n != 0 {
+		t.Errorf("expected removals left after the pod event: %v", c.removals.byJob)
 	}
 }
 

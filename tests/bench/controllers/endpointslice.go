@@ -21,10 +21,46 @@ import (
 )
 
 // change is a readiness change written and not yet seen in an EndpointSlice: at is when
-// its status write began, written when it returned (zero until then).
+// its status write began, written when it returned, podSeen when the benchmark's own pod
+// watch delivered the pod in its new state (each zero until then).
 type change struct {
-	ready       bool
-	at, written time.Time
+	ready                bool
+	at, written, podSeen time.Time
+}
+
+// stages splits one change's latency where the benchmark can see it from outside, the
+// same for every side: the status write (start → return), the pod's watch delivery
+// (return → the benchmark's pod watch has it; the controllers' informers get the same
+// event), and the rest (the controller's queue and sync, the slice write and the slice's
+// watch delivery). A stage whose end came before its start (an event delivered before
+// the write's answer) counts 0.
+type stages struct {
+	total, write, podWatch, controller time.Duration
+}
+
+func stagesOf(ch change, now time.Time) stages {
+	st := stages{total: now.Sub(ch.at)}
+	written, podSeen := ch.written, ch.podSeen
+	if written.IsZero() || written.After(now) {
+		written = now
+	}
+	if podSeen.IsZero() || podSeen.After(now) {
+		podSeen = now
+	}
+	st.write = written.Sub(ch.at)
+	if podSeen.After(written) {
+		st.podWatch = podSeen.Sub(written)
+	}
+	// The controller stage starts when both the write answered and the pod event came.
+	st.controller = now.Sub(later(written, podSeen))
+	return st
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // sliceWatch follows the Service's EndpointSlices and times each pending change from
@@ -39,6 +75,30 @@ type sliceWatch struct {
 	// toReadyAfterWrite times the Ready changes from the return of their status write
 	// instead; a slice seen before the write returned counts 0.
 	toReadyAfterWrite []time.Duration
+	// all holds the stages of every change, both directions.
+	all []stages
+}
+
+// podObserved notes when the benchmark's pod watch delivers a pending change's pod in
+// its new readiness.
+func (w *sliceWatch) podObserved(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	ready := false
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch, ok := w.pending[p.Name]; ok && ch.ready == ready && ch.podSeen.IsZero() {
+		ch.podSeen = now
+		w.pending[p.Name] = ch
+	}
 }
 
 func (w *sliceWatch) observe(obj any) {
@@ -58,6 +118,7 @@ func (w *sliceWatch) observe(obj any) {
 		w.state[pod] = ready
 		if ch, ok := w.pending[pod]; ok && ch.ready == ready {
 			delete(w.pending, pod)
+			w.all = append(w.all, stagesOf(ch, now))
 			if ready {
 				w.toReady = append(w.toReady, now.Sub(ch.at))
 				after := time.Duration(0)
@@ -112,8 +173,15 @@ func endpointSlicePhase(ctx context.Context, c *cluster, o options, ns string) (
 		return nil, fmt.Errorf("watching EndpointSlices: %w", err)
 	}
 	wctx, stop := context.WithCancel(ctx)
-	defer func() { stop(); factory.Shutdown() }()
+	podInf := informers.NewSharedInformerFactoryWithOptions(c.cs, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = "app=web" }))
+	defer func() { stop(); factory.Shutdown(); podInf.Shutdown() }()
+	if _, err := podInf.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) { w.podObserved(obj) }}); err != nil {
+		return nil, fmt.Errorf("watching pods: %w", err)
+	}
 	factory.Start(wctx.Done())
+	podInf.Start(wctx.Done())
 
 	// The pods are bound to the simulated nodes directly: this phase times the
 	// EndpointSlice controller, not the scheduler.
@@ -222,14 +290,50 @@ loop:
 	fmt.Fprintf(os.Stderr, "  %d changes due in %v, %d made: %d to ready, %d to not ready\n", issued, o.epDuration, issued-skipped, len(w.toReady), len(w.notReady))
 	ms := func(v float64) string { return fmt.Sprintf("%.1f ms", v) }
 	rate := fmt.Sprintf("%.0f changes/s", o.epRate)
-	return []figure{
+	return append([]figure{
 		{name: fmt.Sprintf("EndpointSlice, pod → Ready, p50 (%s)", rate), value: pct(w.toReady, 50), format: ms},
 		{name: fmt.Sprintf("EndpointSlice, pod → Ready, p99 (%s)", rate), value: pct(w.toReady, 99), format: ms},
 		{name: fmt.Sprintf("EndpointSlice, pod → Ready, p99 after the status write returned (%s)", rate), value: pct(w.toReadyAfterWrite, 99), format: ms},
 		{name: fmt.Sprintf("EndpointSlice, pod → not Ready, p99 (%s)", rate), value: pct(w.notReady, 99), format: ms},
 		{name: fmt.Sprintf("pod status write (part of the above), p99 (%s)", rate), value: pct(writeLat, 99), format: ms},
 		{name: fmt.Sprintf("changes not made: every pod had one in flight (%s)", rate), value: float64(skipped), format: func(v float64) string { return fmt.Sprintf("%.0f", v) }},
-	}, nil
+	}, stageFigures(w.all, rate, ms)...), nil
+}
+
+// stageFigures are each stage's p50 and p99 over all changes (both directions), and
+// each stage's mean over the slowest 1 % of changes: where the tail's time went.
+func stageFigures(all []stages, rate string, ms func(float64) string) []figure {
+	if len(all) == 0 {
+		return nil
+	}
+	parts := []struct {
+		name string
+		of   func(stages) time.Duration
+	}{
+		{"1 status write", func(s stages) time.Duration { return s.write }},
+		{"2 pod watch delivery", func(s stages) time.Duration { return s.podWatch }},
+		{"3 controller, slice write, slice watch", func(s stages) time.Duration { return s.controller }},
+	}
+	byTotal := slices.Clone(all)
+	slices.SortFunc(byTotal, func(a, b stages) int { return int(b.total - a.total) })
+	tail := byTotal[:max(1, len(byTotal)/100)]
+	var out []figure
+	for _, p := range parts {
+		d := make([]time.Duration, len(all))
+		for i, s := range all {
+			d[i] = p.of(s)
+		}
+		var sum time.Duration
+		for _, s := range tail {
+			sum += p.of(s)
+		}
+		out = append(out,
+			figure{name: fmt.Sprintf("stage %s, p50 (%s)", p.name, rate), value: pct(d, 50), format: ms},
+			figure{name: fmt.Sprintf("stage %s, p99 (%s)", p.name, rate), value: pct(d, 99), format: ms},
+			figure{name: fmt.Sprintf("stage %s, mean over the slowest 1 %% of changes (%s)", p.name, rate),
+				value: float64((sum / time.Duration(len(tail))).Microseconds()) / 1000, format: ms})
+	}
+	return out
 }
 
 // setReady writes a pod's readiness as its kubelet would; pods holds the latest copy,

@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -72,9 +73,10 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 40*time.Minute, "give the whole run up after this long")
 	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "write a CPU profile of this process (API server, etcd, scheduler, simulated nodes) during each side's phases of the first round here")
 	cmOf := flag.String("controller-manager-of", "", "(internal) run wasmplane's controller manager against this kubeconfig")
+	cmProfile := flag.String("controller-manager-cpuprofile", "", "(internal) with -controller-manager-of, write a CPU profile of the controller manager here")
 	flag.Parse()
 	if *cmOf != "" {
-		if err := runControllerManager(*cmOf); err != nil {
+		if err := runControllerManager(*cmOf, *cmProfile); err != nil {
 			fmt.Fprintln(os.Stderr, "error:", err)
 			os.Exit(1)
 		}
@@ -92,10 +94,21 @@ func main() {
 // runControllerManager is this program run again as wasmplane's controllers in a
 // process of their own, as kube-controller-manager runs in its own: the same client
 // path (TLS, authentication) and the same competition for the CPU on both sides.
-func runControllerManager(kubeconfig string) error {
+func runControllerManager(kubeconfig, profile string) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return fmt.Errorf("loading %s: %w", kubeconfig, err)
+	}
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("profiling the controller manager: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

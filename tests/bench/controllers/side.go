@@ -85,7 +85,19 @@ func runSide(ctx context.Context, o options, s side, phase string, round int, re
 		if err != nil {
 			return fmt.Errorf("finding this program to run the controller manager: %w", err)
 		}
-		cm, err := peers.StartBinary(self, dir, "-controller-manager-of", inst.KubeconfigPath())
+		args := []string{"-controller-manager-of", inst.KubeconfigPath()}
+		if o.profileDir != "" && round == 0 {
+			// The controller manager profiles itself from start to stop.
+			if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+				return err
+			}
+			abs, err := filepath.Abs(filepath.Join(o.profileDir, s.name+"-"+phase+"-controllers.pprof"))
+			if err != nil {
+				return err
+			}
+			args = append(args, "-controller-manager-cpuprofile", abs)
+		}
+		cm, err := peers.StartBinary(self, dir, args...)
 		if err != nil {
 			return err
 		}
@@ -127,6 +139,10 @@ func runSide(ctx context.Context, o options, s side, phase string, round int, re
 	if err != nil {
 		return fmt.Errorf("phase %s: %w", p, err)
 	}
+	req0, err := requestCounts(ctx, cs)
+	if err != nil {
+		return err
+	}
 	cpu0, err := peers.CPUTime(ctrl.Pid)
 	if err != nil {
 		return err
@@ -150,6 +166,11 @@ func runSide(ctx context.Context, o options, s side, phase string, round int, re
 	if err != nil {
 		return err
 	}
+	req1, err := requestCounts(ctx, cs)
+	if err != nil {
+		return err
+	}
+	figs = append(figs, requestFigures(req0, req1)...)
 	figs = append(figs, figure{name: "controller process CPU time in the phase", value: (cpu1 - cpu0).Seconds(), format: seconds},
 		figure{name: "API server process CPU time in the phase (with etcd, scheduler, simulated nodes)", value: (self1 - self0).Seconds(), format: seconds})
 	for _, f := range figs {

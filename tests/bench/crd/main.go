@@ -83,6 +83,10 @@ type server struct {
 	// per kind: objects created and time spent, over all rounds
 	created map[string]int
 	elapsed map[string]time.Duration
+	// per kind: CPU time of the server's processes (kube-apiserver's includes its etcd)
+	// while the objects were created, over all rounds: the cost per create that the
+	// machine's load, unlike the rate, does not change much
+	cpu map[string]time.Duration
 	// discovery figures
 	discovery, established time.Duration
 	// wall time of kubectl api-resources and kubectl explain <kind>.spec, with a cold
@@ -94,6 +98,24 @@ type server struct {
 	// wall time of a full LIST of the stored objects in JSON (median of listRounds),
 	// read after the resident memory
 	list time.Duration
+}
+
+// serverCPU is the CPU time the server's processes have used so far.
+func serverCPU(s *server) (time.Duration, error) {
+	var total time.Duration
+	seen := map[int]bool{} // a process may be listed under two names
+	for name, p := range s.cp.Procs {
+		if seen[p.Pid] {
+			continue
+		}
+		seen[p.Pid] = true
+		d, err := peers.CPUTime(p.Pid)
+		if err != nil {
+			return 0, fmt.Errorf("CPU time of %s: %w", name, err)
+		}
+		total += d
+	}
+	return total, nil
 }
 
 // listRounds is how many full LISTs of the stored objects are timed.
@@ -141,7 +163,7 @@ func run(ctx context.Context, o options) error {
 		if s.dyn, err = dynamic.NewForConfig(s.cfg); err != nil {
 			return err
 		}
-		s.created, s.elapsed = map[string]int{}, map[string]time.Duration{}
+		s.created, s.elapsed, s.cpu = map[string]int{}, map[string]time.Duration{}, map[string]time.Duration{}
 		if err := establish(ctx, s, benchCRD("gizmos", "Gizmo", "bench.example.com", true)); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
@@ -154,7 +176,15 @@ func run(ctx context.Context, o options) error {
 					profiled = make(chan error, 1)
 					go func() { profiled <- peers.CPUProfile(ctx, s.cs, o.profileFor, o.profileDir, kind) }()
 				}
+				cpuBefore, err := serverCPU(s)
+				if err != nil {
+					return err
+				}
 				n, d, err := creates(ctx, s, kind, fmt.Sprintf("r%d", round), o)
+				cpuAfter, cerr := serverCPU(s)
+				if err == nil {
+					err = cerr
+				}
 				if profiled != nil {
 					if perr := <-profiled; perr != nil && err == nil {
 						err = perr
@@ -165,6 +195,7 @@ func run(ctx context.Context, o options) error {
 				}
 				s.created[kind] += n
 				s.elapsed[kind] += d
+				s.cpu[kind] += cpuAfter - cpuBefore
 			}
 		}
 	}
@@ -189,6 +220,16 @@ func run(ctx context.Context, o options) error {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f\t%v\t%v\t%v\t%v\n", s.name, rate("custom object"), rate("ConfigMap"),
 			rate("custom object")/rate("ConfigMap"), s.discovery.Round(time.Millisecond), s.apiResources.Round(time.Millisecond),
 			s.explain.Round(time.Millisecond), s.established.Round(time.Millisecond))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Fprintf(tw, "server\tCPU per custom object create\tCPU per ConfigMap create\tcustom/ConfigMap CPU\n")
+	for _, s := range servers {
+		per := func(k string) time.Duration { return s.cpu[k] / time.Duration(max(s.created[k], 1)) }
+		fmt.Fprintf(tw, "%s\t%v\t%v\t%.2f\n", s.name, per("custom object").Round(time.Microsecond), per("ConfigMap").Round(time.Microsecond),
+			float64(per("custom object"))/float64(per("ConfigMap")))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

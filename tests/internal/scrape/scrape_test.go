@@ -1,4 +1,4 @@
-package testserver
+package scrape
 
 import (
 	"maps"

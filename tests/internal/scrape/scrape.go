@@ -1,4 +1,6 @@
-package testserver
+// Package scrape reads series from the API server's /metrics (Prometheus text format) for
+// tests that check what the server counts.
+package scrape
 
 import (
 	"bufio"
