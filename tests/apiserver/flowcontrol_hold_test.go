@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/server"
+	"github.com/wasmplane/wasmplane/tests/internal/scrape"
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
@@ -101,7 +102,7 @@ func TestHeldRefusals(t *testing.T) {
 				})
 			}
 			held := func(ctx context.Context) float64 {
-				n, err := testserver.MetricSum(ctx, cs, "wasmplane_apf_held_refusals_total", map[string]string{"priority_level": pl.Name})
+				n, err := scrape.MetricSum(ctx, cs, "wasmplane_apf_held_refusals_total", map[string]string{"priority_level": pl.Name})
 				if err != nil {
 					t.Fatal(err)
 				}
