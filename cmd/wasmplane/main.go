@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/wasmplane/wasmplane/core/apiserver/filters"
 	"github.com/wasmplane/wasmplane/core/apiserver/servicealloc"
 	"github.com/wasmplane/wasmplane/core/authn"
 	"github.com/wasmplane/wasmplane/core/controller/podautoscaler"
@@ -53,6 +54,7 @@ func newUp() *cobra.Command {
 	var cfg server.Config
 	var logLevel, memoryLimit, serviceCIDR, nodePortRange, advertise string
 	var disableKubelet, enableAPF bool
+	var apfRefusalHold time.Duration
 	var hpaTolerance float64
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -78,6 +80,9 @@ func newUp() *cobra.Command {
 			defer dumpGoroutinesOnSIGQUIT(os.Stderr, cfg.Logger)()
 			cfg.RunKubelet = !disableKubelet
 			cfg.DisablePriorityAndFairness = !enableAPF
+			if cfg.APFRefusalHold = apfRefusalHold; apfRefusalHold <= 0 {
+				cfg.APFRefusalHold = -1
+			}
 			if err := parseCeilingFlags(cmd.Flags(), &cfg.PluginCeilings); err != nil {
 				return err
 			}
@@ -137,6 +142,7 @@ func newUp() *cobra.Command {
 	f.IntVar(&cfg.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", 200, "concurrent mutating requests served; beyond, 429 with Retry-After")
 	f.DurationVar(&cfg.MetricsResolution, "metrics-resolution", 15*time.Second, "how often kubelets are scraped for the resource metrics served as metrics.k8s.io (kubectl top, autoscalers), as metrics-server's --metric-resolution; a negative value serves no metrics.k8s.io")
 	f.BoolVar(&enableAPF, "enable-priority-and-fairness", true, "share the server's concurrency among priority levels with fair queuing by FlowSchemas and PriorityLevelConfigurations (API Priority and Fairness); false = the two max-inflight limits")
+	f.DurationVar(&apfRefusalHold, "apf-refusal-hold", filters.DefaultRefusalHold, "with priority and fairness, hold the 429 of a flow refused continuously for a second for its Retry-After, at most this long, before answering it (a flooding client then costs the server almost nothing); 0 answers refusals at once, as kube-apiserver does")
 	f.IntVar(&cfg.InsecurePort, "insecure-port", 0, "also serve plain HTTP WITHOUT authentication on 127.0.0.1:PORT (tests only; 0 = off)")
 	f.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "static bearer tokens (CSV: token,user,uid,\"group1,group2\")")
 	f.StringSliceVar(&cfg.APIAudiences, "api-audiences", nil, "audiences the API accepts (default: the service account issuer)")

@@ -20,6 +20,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/admission/webhook"
 	"github.com/wasmplane/wasmplane/core/api"
 	"github.com/wasmplane/wasmplane/core/apiserver"
+	"github.com/wasmplane/wasmplane/core/apiserver/filters"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
 	"github.com/wasmplane/wasmplane/core/apiserver/resources"
 	"github.com/wasmplane/wasmplane/core/apiserver/servicealloc"
@@ -222,6 +223,11 @@ func (p *plane) startAPIServer(ctx context.Context) error {
 		ExtraHandlers: extra, ProxyClientCertificate: proxyCert}
 	if p.apf != nil {
 		apiCfg.FlowControl = p.apf.controller
+		if cfg.APFRefusalHold >= 0 {
+			holder := filters.HoldRefusals(p.apf.controller, filters.RefusalHoldConfig{Hold: cfg.APFRefusalHold}, ctx.Done())
+			p.metrics.MustRegister(holder)
+			apiCfg.FlowControl = holder
+		}
 		extra[apfDebugPrefix] = p.apf.debug
 		moreMetrics = append(moreMetrics, flowControlMetrics())
 	}

@@ -73,6 +73,13 @@ type Config struct {
 	// --enable-priority-and-fairness=false): the two in-flight limits apply instead.
 	// With it on, their sum is the concurrency the priority levels share.
 	DisablePriorityAndFairness bool
+	// APFRefusalHold is the longest API Priority and Fairness holds a refusal of a flow
+	// that has been refused continuously for a while before answering it with 429; it
+	// is held for the Retry-After it carries, within this (a wasmplane protection
+	// kube-apiserver does not have: a client flooding past its share then costs the
+	// server almost nothing). 0 = filters.DefaultRefusalHold (8 s), negative = refusals
+	// are answered at once, as kube-apiserver answers them.
+	APFRefusalHold time.Duration
 	// FlowControlBootstrapInterval is how often the APF bootstrap configuration is
 	// re-ensured (0 = every minute, as kube-apiserver; tests shorten it).
 	FlowControlBootstrapInterval time.Duration
