@@ -107,13 +107,18 @@ func TestCachedObjectsNormalizedOnce(t *testing.T) {
 	if err := cacher.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The lists below read at the last create's revision (the creates run one after the
+	// other) or later, so that the cache has seen both.
+	var lastRV string
 	for name, spec := range map[string]map[string]any{"clean": {"color": "red"}, "stale": {"color": "red", "replicas": int64(1)}} {
 		u := thing(spec)
 		u.SetName(name)
 		u.SetGeneration(1)
-		if err := cacher.Create(ctx, prefix+"/ns/"+name, u, &unstructured.Unstructured{}); err != nil {
+		out := &unstructured.Unstructured{}
+		if err := cacher.Create(ctx, prefix+"/ns/"+name, u, out); err != nil {
 			t.Fatal(err)
 		}
+		lastRV = out.GetResourceVersion()
 	}
 	versions, err := Build(narrowedCRD())
 	if err != nil {
@@ -124,7 +129,7 @@ func TestCachedObjectsNormalizedOnce(t *testing.T) {
 	list := func(v *Versioned) []*storage.CachingObject {
 		t.Helper()
 		ci := &storage.CachedItems{}
-		if err := v.GetList(storage.WithCachedItems(ctx, ci), prefix, storage.ListOptions{ResourceVersion: "0", Recursive: true}, &unstructured.UnstructuredList{}); err != nil {
+		if err := v.GetList(storage.WithCachedItems(ctx, ci), prefix, storage.ListOptions{ResourceVersion: lastRV, Recursive: true}, &unstructured.UnstructuredList{}); err != nil {
 			t.Fatal(err)
 		}
 		if !ci.Served || len(ci.Items) != 2 {

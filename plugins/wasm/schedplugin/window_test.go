@@ -175,7 +175,13 @@ func TestFilterBatchWalk(t *testing.T) {
 					judged[n] = true
 				}
 			}
-			if !judged[nodes[start].Node().Name] {
+			// Under Ignore the first failed call settles the cycle (every node passes
+			// without another call), and the walk's blocks run on parallel workers: the
+			// failing call may be any block's, not necessarily the first one's.
+			if tc.ignore && len(rec.batches) == 0 {
+				t.Error("the guest was never called")
+			}
+			if !tc.ignore && !judged[nodes[start].Node().Name] {
 				t.Error("the walk's first node was not judged")
 			}
 			if len(judged) > toFind+len(rejected)+2*64 {
