@@ -17,8 +17,6 @@ import (
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	"github.com/wasmplane/wasmplane/tests/internal/waitfor"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 )
 
 // TestHeldRefusals: a tenant on a one-share level that rejects floods the server with 64
@@ -40,22 +38,7 @@ func TestHeldRefusals(t *testing.T) {
 			cs := s.Clientset(t, true)
 			ctx := context.Background()
 			grantConfigMapReads(t, cs)
-			pl, err := cs.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, &flowcontrolv1.PriorityLevelConfiguration{
-				ObjectMeta: metav1.ObjectMeta{Name: "tenant-held"},
-				Spec: flowcontrolv1.PriorityLevelConfigurationSpec{Type: flowcontrolv1.PriorityLevelEnablementLimited, Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{
-					NominalConcurrencyShares: ptr.To[int32](1), BorrowingLimitPercent: ptr.To[int32](0),
-					LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject}}}}, metav1.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			all := []string{"*"}
-			fs, err := cs.FlowcontrolV1().FlowSchemas().Create(ctx, &flowcontrolv1.FlowSchema{
-				ObjectMeta: metav1.ObjectMeta{Name: "tenant-held"},
-				Spec: flowcontrolv1.FlowSchemaSpec{PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: pl.Name}, MatchingPrecedence: 500,
-					DistinguisherMethod: &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByUserType},
-					Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
-						Subjects:      []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: "flooder"}}},
-						ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: all, APIGroups: all, Resources: all, Namespaces: all, ClusterScope: true}}}}}}, metav1.CreateOptions{})
+			pl, fs, err := tinyTenantLevel(ctx, cs, "tenant-held", "tenant-held")
 			if err != nil {
 				t.Fatal(err)
 			}
