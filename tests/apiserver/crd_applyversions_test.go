@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmplane/wasmplane/tests/internal/peers"
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -109,21 +108,10 @@ func TestApplyAcrossVersionsThroughConversionWebhook(t *testing.T) {
 			t.Errorf("alpha still owns spec.size after beta's forced apply: %v", got.Managers)
 		}
 	}
-	dir := peers.DefaultDir()
-	if !peers.Available(dir, "etcd", "kube-apiserver") {
-		t.Logf("wasmplane: %+v; no kube-apiserver in %s to compare with (set WASMPLANE_PEERS)", got, dir)
+	kcfg, ok := startKubeAPIServer(t)
+	if !ok {
+		t.Logf("wasmplane alone: %+v", got)
 		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	kube, err := peers.Start(ctx, peers.Options{Dir: dir, WorkDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kube.Stop()
-	kcfg, err := kube.RESTConfig()
-	if err != nil {
-		t.Fatal(err)
 	}
 	want := runApplyAcrossVersions(t, kcfg, hook)
 	if got.Conflict != want.Conflict {

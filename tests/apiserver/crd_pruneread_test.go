@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmplane/wasmplane/tests/internal/peers"
 	"github.com/wasmplane/wasmplane/tests/internal/testserver"
 	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -346,21 +345,9 @@ func TestPruneOnRead(t *testing.T) {
 			t.Errorf("a field the stored version's schema no longer has is served: %s", l)
 		}
 	}
-	dir := peers.DefaultDir()
-	if !peers.Available(dir, "etcd", "kube-apiserver") {
-		t.Logf("no kube-apiserver in %s to compare with (set WASMPLANE_PEERS)", dir)
+	kcfg, ok := startKubeAPIServer(t)
+	if !ok {
 		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	kube, err := peers.Start(ctx, peers.Options{Dir: dir, WorkDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kube.Stop()
-	kcfg, err := kube.RESTConfig()
-	if err != nil {
-		t.Fatal(err)
 	}
 	want := runPruneOnRead(t, kcfg)
 	if len(got) != len(want) {
