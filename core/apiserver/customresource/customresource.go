@@ -395,6 +395,14 @@ func (s *strategy) Default(obj runtime.Object) {
 	s.coerce.defaults(u)
 }
 
+// DefaultPruned defaults an object the version's coercer has just pruned: coercing is
+// idempotent (TestCoerceIsIdempotent), so Default's first pass would change nothing.
+func (s *strategy) DefaultPruned(obj runtime.Object) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		s.coerce.defaults(u)
+	}
+}
+
 func (s *strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	s.lib.PrepareForCreate(ctx, obj)
 }

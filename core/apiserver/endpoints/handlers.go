@@ -212,7 +212,7 @@ func (s *Scope) Create(w http.ResponseWriter, req *http.Request, r Request) {
 		if err != nil {
 			return nil, err
 		}
-		obj = s.trackUpdate(r, nil, nil, obj, manager)
+		obj = s.trackUpdate(r, nil, nil, obj, manager, true)
 		// trackUpdate defaults the object whenever it records managed fields.
 		opts.Defaulted = s.Fields.For(r.Subresource) != nil
 		return s.Store.Create(ctx, r.Namespace, obj, opts)
@@ -300,7 +300,7 @@ func (s *Scope) Update(w http.ResponseWriter, req *http.Request, r Request, stra
 		uopts.BeforeWrite = s.keepTimestamps(r)
 		var out runtime.Object
 		out, created, err = s.Store.Update(ctx, r.Namespace, r.Name, func(_ context.Context, existing runtime.Object) (runtime.Object, error) {
-			return s.trackUpdate(r, strategy, existing, obj.DeepCopyObject(), manager), nil
+			return s.trackUpdate(r, strategy, existing, obj.DeepCopyObject(), manager, true), nil
 		}, uopts)
 		code := http.StatusOK
 		if created {
