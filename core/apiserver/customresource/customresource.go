@@ -349,14 +349,44 @@ func newQuickValidation(typer runtime.ObjectTyper, namespaced bool, kind schema.
 // there passes either way.
 func createChecks(kind schema.GroupVersionKind, structural *structuralschema.Structural) func(u *unstructured.Unstructured) field.ErrorList {
 	apiVersion := kind.GroupVersion().String()
+	// Both walks report only at embedded resources and at lists typed set or map: a
+	// schema with neither can give no error, whatever the object.
+	walks := hasEmbeddedOrListType(structural)
 	return func(u *unstructured.Unstructured) field.ErrorList {
 		if u.GetKind() != kind.Kind || u.GetAPIVersion() != apiVersion {
 			// The library tells what is wrong.
 			return field.ErrorList{field.Invalid(field.NewPath("kind"), u.GetKind(), "")}
 		}
+		if !walks {
+			return nil
+		}
 		errs := schemaobjectmeta.Validate(context.Background(), nil, u.Object, structural, false)
 		return append(errs, structurallisttype.ValidateListSetsAndMaps(nil, structural, u.Object)...)
 	}
+}
+
+// hasEmbeddedOrListType reports whether any node of s (through properties, items and
+// additionalProperties, the ways objectmeta.Validate and ValidateListSetsAndMaps walk)
+// is an embedded resource or declares a list type.
+func hasEmbeddedOrListType(s *structuralschema.Structural) bool {
+	if s == nil {
+		return false
+	}
+	if s.XEmbeddedResource || s.XListType != nil {
+		return true
+	}
+	if hasEmbeddedOrListType(s.Items) {
+		return true
+	}
+	if s.AdditionalProperties != nil && hasEmbeddedOrListType(s.AdditionalProperties.Structural) {
+		return true
+	}
+	for _, p := range s.Properties {
+		if hasEmbeddedOrListType(&p) {
+			return true
+		}
+	}
+	return false
 }
 
 // passes reports whether obj is valid; false means the full strategy must tell why.
