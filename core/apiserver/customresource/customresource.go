@@ -159,7 +159,7 @@ func buildVersion(crd *apiextensionsv1.CustomResourceDefinition, v apiextensions
 	}
 	typer := unstructuredTyper{}
 	lib := crstrategy.NewStrategy(typer, namespaced, kind, validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
-	co := &coercer{kind: kind, structural: structural, preserve: crd.Spec.PreserveUnknownFields}
+	co := &coercer{kind: kind, structural: structural, preserve: crd.Spec.PreserveUnknownFields, embedded: hasEmbedded(structural)}
 	quick := newQuickValidation(typer, namespaced, kind, validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
 	printer, err := newPrinter(columnsFor(v))
 	if err != nil {
@@ -251,6 +251,9 @@ type coercer struct {
 	kind       schema.GroupVersionKind
 	structural *structuralschema.Structural
 	preserve   bool
+	// embedded says the schema has embedded resources, whose metadata the coercion
+	// walk coerces; without any, that walk changes and reports nothing.
+	embedded bool
 }
 
 // apply drops what the schema does not know (returning the unknown field paths) and
@@ -265,7 +268,7 @@ func (c *coercer) apply(u *unstructured.Unstructured) ([]string, error) {
 		unknown = append(unknown, structuralpruning.PruneWithOptions(u.Object, c.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})...)
 		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, c.structural)
 	}
-	if c.structural != nil {
+	if c.structural != nil && c.embedded {
 		ferr, paths := schemaobjectmeta.CoerceWithOptions(nil, u.Object, c.structural, false, schemaobjectmeta.CoerceOptions{ReturnUnknownFieldPaths: true})
 		if ferr != nil {
 			return nil, ferr
@@ -369,20 +372,29 @@ func createChecks(kind schema.GroupVersionKind, structural *structuralschema.Str
 // additionalProperties, the ways objectmeta.Validate and ValidateListSetsAndMaps walk)
 // is an embedded resource or declares a list type.
 func hasEmbeddedOrListType(s *structuralschema.Structural) bool {
+	return anyNode(s, func(n *structuralschema.Structural) bool { return n.XEmbeddedResource || n.XListType != nil })
+}
+
+// hasEmbedded reports whether any node of s (as objectmeta.CoerceWithOptions walks it)
+// is an embedded resource.
+func hasEmbedded(s *structuralschema.Structural) bool {
+	return anyNode(s, func(n *structuralschema.Structural) bool { return n.XEmbeddedResource })
+}
+
+// anyNode reports whether pred holds for a node of s reached through properties, items
+// and additionalProperties.
+func anyNode(s *structuralschema.Structural, pred func(*structuralschema.Structural) bool) bool {
 	if s == nil {
 		return false
 	}
-	if s.XEmbeddedResource || s.XListType != nil {
+	if pred(s) || anyNode(s.Items, pred) {
 		return true
 	}
-	if hasEmbeddedOrListType(s.Items) {
-		return true
-	}
-	if s.AdditionalProperties != nil && hasEmbeddedOrListType(s.AdditionalProperties.Structural) {
+	if s.AdditionalProperties != nil && anyNode(s.AdditionalProperties.Structural, pred) {
 		return true
 	}
 	for _, p := range s.Properties {
-		if hasEmbeddedOrListType(&p) {
+		if anyNode(&p, pred) {
 			return true
 		}
 	}

@@ -66,3 +66,37 @@ func TestCoerceIsIdempotent(t *testing.T) {
 		})
 	}
 }
+
+// TestCoerceWithoutEmbeddedResources checks that leaving out the embedded-resource
+// coercion walk for a schema without embedded resources changes neither the object nor
+// the unknown fields reported.
+func TestCoerceWithoutEmbeddedResources(t *testing.T) {
+	versions, err := Build(testCRD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	quick := versions[0].Resource.Strategy.(*strategy).coerce
+	if quick.embedded {
+		t.Fatal("testCRD has no embedded resource, yet its coercer walks for them")
+	}
+	full := *quick
+	full.embedded = true
+	for name, content := range map[string]map[string]any{
+		"valid": {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": map[string]any{"name": "t", "namespace": "ns"},
+			"spec": map[string]any{"replicas": int64(2)}},
+		"unknown fields": {"apiVersion": "example.com/v1", "kind": "Thing", "extra": true,
+			"metadata": map[string]any{"name": "t", "junk": "x"}, "spec": map[string]any{"nope": map[string]any{"metadata": map[string]any{"name": int64(1)}}}},
+		"object-like spec": {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": map[string]any{"name": "t"},
+			"spec": map[string]any{"apiVersion": int64(1), "kind": nil, "metadata": "x"}, "status": map[string]any{"replicas": nil}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(content)}
+			b := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(content)}
+			ua, erra := quick.apply(a)
+			ub, errb := full.apply(b)
+			if !reflect.DeepEqual(a.Object, b.Object) || !reflect.DeepEqual(ua, ub) || (erra == nil) != (errb == nil) {
+				t.Fatalf("without the walk %v %v %v; with it %v %v %v", a.Object, ua, erra, b.Object, ub, errb)
+			}
+		})
+	}
+}
