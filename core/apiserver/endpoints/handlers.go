@@ -113,7 +113,10 @@ func (s *Scope) decodeObject(w http.ResponseWriter, req *http.Request, body []by
 			into = u
 		}
 	}
-	obj, gvk, err := dec.Decode(body, &want, into)
+	obj, gvk, decoded := decodeUnstructuredJSON(info, dec, body, into)
+	if !decoded {
+		obj, gvk, err = dec.Decode(body, &want, into)
+	}
 	if err != nil && runtime.IsStrictDecodingError(err) && obj != nil {
 		var sde interface{ Errors() []error }
 		msgs := []string{err.Error()}

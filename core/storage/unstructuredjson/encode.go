@@ -1,8 +1,10 @@
 // Package unstructuredjson writes unstructured content (the maps, slices, strings,
 // numbers and booleans JSON decoding gives) as JSON, byte for byte as encoding/json
-// writes it, without encoding/json's reflection: custom objects are encoded for etcd and
-// for every response, and reflecting over their nested maps (then compacting what
-// MarshalJSON returned) costs several times the writing itself.
+// writes it, and reads it as sigs.k8s.io/json's strict decoding does, without
+// reflection: custom objects are encoded for etcd and for every response and decoded
+// from every write request, and reflecting over their nested maps (then compacting what
+// MarshalJSON returned) costs several times the writing itself. Each direction declines
+// what it cannot promise to do exactly as the library, and the caller uses the library.
 package unstructuredjson
 
 import (
