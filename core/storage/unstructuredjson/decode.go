@@ -117,18 +117,12 @@ func (d *decoder) object(depth int) (map[string]any, bool) {
 			return nil, false
 		}
 		m[k] = v
-		d.space()
-		if d.i >= len(d.data) {
+		more, ok := d.after('}')
+		if !ok {
 			return nil, false
 		}
-		switch d.data[d.i] {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
+		if !more {
 			return m, true
-		default:
-			return nil, false
 		}
 	}
 }
@@ -151,19 +145,32 @@ func (d *decoder) array(depth int) (any, bool) {
 			return nil, false
 		}
 		l = append(l, v)
-		d.space()
-		if d.i >= len(d.data) {
+		more, ok := d.after(']')
+		if !ok {
 			return nil, false
 		}
-		switch d.data[d.i] {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
+		if !more {
 			return l, true
-		default:
-			return nil, false
 		}
+	}
+}
+
+// after reads what follows an object's member or an array's element: a comma (more
+// follow) or the closing bracket.
+func (d *decoder) after(closing byte) (more, ok bool) {
+	d.space()
+	if d.i >= len(d.data) {
+		return false, false
+	}
+	switch d.data[d.i] {
+	case ',':
+		d.i++
+		return true, true
+	case closing:
+		d.i++
+		return false, true
+	default:
+		return false, false
 	}
 }
 
