@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+
+	"github.com/wasmplane/wasmplane/core/storage/unstructuredjson"
 )
 
 // protobufPrefix starts every protobuf-encoded object (Kubernetes' envelope magic).
@@ -50,6 +53,15 @@ func (c *codec) Encode(obj runtime.Object, w io.Writer) error {
 	defer kind.SetGroupVersionKind(old)
 	kind.SetGroupVersionKind(gvks[0])
 
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		// A custom object: JSON, written without encoding/json's reflection when its
+		// content allows (the same bytes the JSON serializer writes).
+		if b, ok := unstructuredjson.Append(make([]byte, 0, 1024), u.Object); ok {
+			_, err := w.Write(append(b, '\n'))
+			return err
+		}
+		return c.json.Encode(obj, w)
+	}
 	var buf bytes.Buffer
 	if err := c.proto.Encode(obj, &buf); err == nil {
 		_, err = w.Write(buf.Bytes())

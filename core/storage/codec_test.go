@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 )
 
 // Widget is a type without protobuf support, like wasmplane's own API types.
@@ -72,5 +74,33 @@ func TestCodecJSONForTypesWithoutProtobuf(t *testing.T) {
 	if len(list.Items) != 1 || list.Items[0].Color != "red" || list.Items[0].Kind != "Widget" ||
 		list.Items[0].APIVersion != gv.String() || list.Items[0].ResourceVersion == "" {
 		t.Fatalf("listed %+v", list.Items)
+	}
+}
+
+// TestCodecUnstructuredAsTheJSONSerializer checks that custom objects are stored as the
+// JSON serializer writes them, whether the quick writer takes the content or leaves it
+// to the serializer (a float32 is not content JSON decoding gives).
+func TestCodecUnstructuredAsTheJSONSerializer(t *testing.T) {
+	sch := runtime.NewScheme()
+	codec := NewCodec(sch)
+	lib := json.NewSerializerWithOptions(json.DefaultMetaFactory, sch, sch, json.SerializerOptions{})
+	for name, content := range map[string]map[string]any{
+		"plain": {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": map[string]any{"name": "w", "labels": map[string]any{"a<b": "x&y"}},
+			"spec": map[string]any{"n": int64(3), "f": 2.5, "big": 1e21, "tiny": 1e-7, "s": "é\u2028\xff", "l": []any{nil, true}}},
+		"left to the serializer": {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": map[string]any{"name": "w"},
+			"spec": map[string]any{"f": float32(1.25), "m": map[string]string{"b": "1", "a": "2"}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var got, want bytes.Buffer
+			if err := codec.Encode(&unstructured.Unstructured{Object: content}, &got); err != nil {
+				t.Fatal(err)
+			}
+			if err := lib.Encode(&unstructured.Unstructured{Object: content}, &want); err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != want.String() {
+				t.Fatalf("stored %q, the serializer writes %q", got.String(), want.String())
+			}
+		})
 	}
 }

@@ -3,10 +3,10 @@ package wasm
 import (
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/wasmplane/wasmplane/core/storage/unstructuredjson"
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
 )
 
@@ -169,58 +169,8 @@ func appendOptMap(dst []byte, sep bool, name string, m map[string]string) ([]byt
 	return append(dst, '}'), true
 }
 
-const hexDigits = "0123456789abcdef"
-
 // AppendJSONString appends s as encoding/json writes a string: quoted, with <, > and &
 // escaped for HTML, U+2028 and U+2029 escaped, and invalid UTF-8 replaced by U+FFFD.
 func AppendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return unstructuredjson.AppendString(dst, s)
 }

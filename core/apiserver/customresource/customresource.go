@@ -159,7 +159,7 @@ func buildVersion(crd *apiextensionsv1.CustomResourceDefinition, v apiextensions
 	}
 	typer := unstructuredTyper{}
 	lib := crstrategy.NewStrategy(typer, namespaced, kind, validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
-	co := &coercer{kind: kind, structural: structural, preserve: crd.Spec.PreserveUnknownFields}
+	co := &coercer{kind: kind, structural: structural, preserve: crd.Spec.PreserveUnknownFields, embedded: hasEmbedded(structural)}
 	quick := newQuickValidation(typer, namespaced, kind, validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
 	printer, err := newPrinter(columnsFor(v))
 	if err != nil {
@@ -251,6 +251,9 @@ type coercer struct {
 	kind       schema.GroupVersionKind
 	structural *structuralschema.Structural
 	preserve   bool
+	// embedded says the schema has embedded resources, whose metadata the coercion
+	// walk coerces; without any, that walk changes and reports nothing.
+	embedded bool
 }
 
 // apply drops what the schema does not know (returning the unknown field paths) and
@@ -265,7 +268,7 @@ func (c *coercer) apply(u *unstructured.Unstructured) ([]string, error) {
 		unknown = append(unknown, structuralpruning.PruneWithOptions(u.Object, c.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})...)
 		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, c.structural)
 	}
-	if c.structural != nil {
+	if c.structural != nil && c.embedded {
 		ferr, paths := schemaobjectmeta.CoerceWithOptions(nil, u.Object, c.structural, false, schemaobjectmeta.CoerceOptions{ReturnUnknownFieldPaths: true})
 		if ferr != nil {
 			return nil, ferr
@@ -349,14 +352,53 @@ func newQuickValidation(typer runtime.ObjectTyper, namespaced bool, kind schema.
 // there passes either way.
 func createChecks(kind schema.GroupVersionKind, structural *structuralschema.Structural) func(u *unstructured.Unstructured) field.ErrorList {
 	apiVersion := kind.GroupVersion().String()
+	// Both walks report only at embedded resources and at lists typed set or map: a
+	// schema with neither can give no error, whatever the object.
+	walks := hasEmbeddedOrListType(structural)
 	return func(u *unstructured.Unstructured) field.ErrorList {
 		if u.GetKind() != kind.Kind || u.GetAPIVersion() != apiVersion {
 			// The library tells what is wrong.
 			return field.ErrorList{field.Invalid(field.NewPath("kind"), u.GetKind(), "")}
 		}
+		if !walks {
+			return nil
+		}
 		errs := schemaobjectmeta.Validate(context.Background(), nil, u.Object, structural, false)
 		return append(errs, structurallisttype.ValidateListSetsAndMaps(nil, structural, u.Object)...)
 	}
+}
+
+// hasEmbeddedOrListType reports whether any node of s (through properties, items and
+// additionalProperties, the ways objectmeta.Validate and ValidateListSetsAndMaps walk)
+// is an embedded resource or declares a list type.
+func hasEmbeddedOrListType(s *structuralschema.Structural) bool {
+	return anyNode(s, func(n *structuralschema.Structural) bool { return n.XEmbeddedResource || n.XListType != nil })
+}
+
+// hasEmbedded reports whether any node of s (as objectmeta.CoerceWithOptions walks it)
+// is an embedded resource.
+func hasEmbedded(s *structuralschema.Structural) bool {
+	return anyNode(s, func(n *structuralschema.Structural) bool { return n.XEmbeddedResource })
+}
+
+// anyNode reports whether pred holds for a node of s reached through properties, items
+// and additionalProperties.
+func anyNode(s *structuralschema.Structural, pred func(*structuralschema.Structural) bool) bool {
+	if s == nil {
+		return false
+	}
+	if pred(s) || anyNode(s.Items, pred) {
+		return true
+	}
+	if s.AdditionalProperties != nil && anyNode(s.AdditionalProperties.Structural, pred) {
+		return true
+	}
+	for _, p := range s.Properties {
+		if anyNode(&p, pred) {
+			return true
+		}
+	}
+	return false
 }
 
 // passes reports whether obj is valid; false means the full strategy must tell why.
@@ -393,6 +435,14 @@ func (s *strategy) Default(obj runtime.Object) {
 	// Kubernetes' storage encoder does, then default.
 	_, _ = s.coerce.apply(u)
 	s.coerce.defaults(u)
+}
+
+// DefaultPruned defaults an object the version's coercer has just pruned: coercing is
+// idempotent (TestCoerceIsIdempotent), so Default's first pass would change nothing.
+func (s *strategy) DefaultPruned(obj runtime.Object) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		s.coerce.defaults(u)
+	}
 }
 
 func (s *strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -78,12 +79,32 @@ const validSpec = `{"s01":"a","s02":"g","s03":"c","n01":1,"n02":2,"n03":3,"n04":
 // and on update: same fields, types, values and details.
 func TestQuickValidationSameErrors(t *testing.T) {
 	for _, format := range []bool{false, true} {
-		t.Run(fmt.Sprintf("format=%v", format), func(t *testing.T) { testQuickValidation(t, format) })
+		for _, walks := range []bool{true, false} {
+			t.Run(fmt.Sprintf("format=%v,embedded-and-list-types=%v", format, walks), func(t *testing.T) { testQuickValidation(t, format, walks) })
+		}
 	}
 }
 
-func testQuickValidation(t *testing.T, format bool) {
-	versions, err := Build(rulesCRD(format))
+// plainSpec drops the list type of spec.items and the embedded-resource mark of
+// spec.template: a schema whose create checks need not walk the object.
+func plainSpec(crd *apiextensionsv1.CustomResourceDefinition) {
+	root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	spec := root.Properties["spec"]
+	items := spec.Properties["items"]
+	items.XListType, items.XListMapKeys = nil, nil
+	spec.Properties["items"] = items
+	template := spec.Properties["template"]
+	template.XEmbeddedResource = false
+	spec.Properties["template"] = template
+	root.Properties["spec"] = spec
+}
+
+func testQuickValidation(t *testing.T, format, walks bool) {
+	crd := rulesCRD(format)
+	if !walks {
+		plainSpec(crd)
+	}
+	versions, err := Build(crd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +136,8 @@ func testQuickValidation(t *testing.T, format bool) {
 		{"exclusive maximum", "w", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":"","level":10}`, true},
 		{"format", "w", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":"","when":"yesterday"}`, format},
 		{"maxItems", "w", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":"","items":[{"name":"a"},{"name":"b"},{"name":"c"}]}`, true},
-		{"map-list duplicate", "w", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":"","items":[{"name":"a"},{"name":"a"}]}`, true},
-		{"embedded resource", "w", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":"","template":{"apiVersion":"v1","metadata":{"name":"p"}}}`, true},
+		{"map-list duplicate", "w", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":"","items":[{"name":"a"},{"name":"a"}]}`, walks},
+		{"embedded resource", "w", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":"","template":{"apiVersion":"v1","metadata":{"name":"p"}}}`, walks},
 		{"metadata only", "Bad_Name", `{"n01":0,"n02":0,"n03":0,"n04":0,"s01":"","s03":""}`, false},
 	}
 	ctx := context.Background()
@@ -179,5 +200,29 @@ func BenchmarkValidateCreate(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestHasEmbeddedOrListType(t *testing.T) {
+	str := func(s structuralschema.Structural) *structuralschema.Structural { return &s }
+	leaf := structuralschema.Structural{Generic: structuralschema.Generic{Type: "string"}}
+	cases := []struct {
+		name string
+		s    *structuralschema.Structural
+		want bool
+	}{
+		{"nil", nil, false},
+		{"plain", str(structuralschema.Structural{Properties: map[string]structuralschema.Structural{"a": leaf, "b": {Items: &leaf}}}), false},
+		{"list type at a property", str(structuralschema.Structural{Properties: map[string]structuralschema.Structural{"a": leaf,
+			"b": {Items: &leaf, Extensions: structuralschema.Extensions{XListType: ptr.To("set")}}}}), true},
+		{"atomic list type", str(structuralschema.Structural{Items: &leaf, Extensions: structuralschema.Extensions{XListType: ptr.To("atomic")}}), true},
+		{"embedded under items", str(structuralschema.Structural{Items: str(structuralschema.Structural{Extensions: structuralschema.Extensions{XEmbeddedResource: true}})}), true},
+		{"under additionalProperties", str(structuralschema.Structural{AdditionalProperties: &structuralschema.StructuralOrBool{Structural: str(structuralschema.Structural{
+			Properties: map[string]structuralschema.Structural{"x": {Extensions: structuralschema.Extensions{XEmbeddedResource: true}}}})}}), true},
+	}
+	for _, c := range cases {
+		if got := hasEmbeddedOrListType(c.s); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

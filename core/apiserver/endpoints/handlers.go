@@ -113,7 +113,10 @@ func (s *Scope) decodeObject(w http.ResponseWriter, req *http.Request, body []by
 			into = u
 		}
 	}
-	obj, gvk, err := dec.Decode(body, &want, into)
+	obj, gvk, decoded := decodeUnstructuredJSON(info, dec, body, into)
+	if !decoded {
+		obj, gvk, err = dec.Decode(body, &want, into)
+	}
 	if err != nil && runtime.IsStrictDecodingError(err) && obj != nil {
 		var sde interface{ Errors() []error }
 		msgs := []string{err.Error()}
@@ -212,7 +215,7 @@ func (s *Scope) Create(w http.ResponseWriter, req *http.Request, r Request) {
 		if err != nil {
 			return nil, err
 		}
-		obj = s.trackUpdate(r, nil, nil, obj, manager)
+		obj = s.trackUpdate(r, nil, nil, obj, manager, true)
 		// trackUpdate defaults the object whenever it records managed fields.
 		opts.Defaulted = s.Fields.For(r.Subresource) != nil
 		return s.Store.Create(ctx, r.Namespace, obj, opts)
@@ -300,7 +303,7 @@ func (s *Scope) Update(w http.ResponseWriter, req *http.Request, r Request, stra
 		uopts.BeforeWrite = s.keepTimestamps(r)
 		var out runtime.Object
 		out, created, err = s.Store.Update(ctx, r.Namespace, r.Name, func(_ context.Context, existing runtime.Object) (runtime.Object, error) {
-			return s.trackUpdate(r, strategy, existing, obj.DeepCopyObject(), manager), nil
+			return s.trackUpdate(r, strategy, existing, obj.DeepCopyObject(), manager, true), nil
 		}, uopts)
 		code := http.StatusOK
 		if created {

@@ -51,8 +51,9 @@ func (s *Scope) strategyFor(strategy registry.Strategy) registry.Strategy {
 }
 
 // trackUpdate records in obj's managedFields that manager set what differs from live
-// (nil live: a create), as an Update operation of r's subresource.
-func (s *Scope) trackUpdate(r Request, strategy registry.Strategy, live, obj runtime.Object, manager string) runtime.Object {
+// (nil live: a create), as an Update operation of r's subresource. pruned says obj is
+// the request's object as decodeObject returned it (pruned by the resource's Prune).
+func (s *Scope) trackUpdate(r Request, strategy registry.Strategy, live, obj runtime.Object, manager string, pruned bool) runtime.Object {
 	fm := s.Fields.For(r.Subresource)
 	if fm == nil {
 		return obj
@@ -62,8 +63,19 @@ func (s *Scope) trackUpdate(r Request, strategy registry.Strategy, live, obj run
 	}
 	// Defaults first, as kube-apiserver decodes with them: the writer owns what it was
 	// defaulted to.
-	s.strategyFor(strategy).Default(obj)
+	s.defaultDecoded(strategy, obj, pruned)
 	return fm.UpdateNoErrors(live, obj, manager)
+}
+
+// defaultDecoded applies the strategy's defaults to obj, without pruning it a second time
+// when it was just pruned and the strategy can tell.
+func (s *Scope) defaultDecoded(strategy registry.Strategy, obj runtime.Object, pruned bool) {
+	st := s.strategyFor(strategy)
+	if pd, ok := st.(registry.PrunedDefaulter); ok && pruned && s.resource().Prune != nil {
+		pd.DefaultPruned(obj)
+		return
+	}
+	st.Default(obj)
 }
 
 // emptyLive is the live object of a create for the field managers: empty, of the

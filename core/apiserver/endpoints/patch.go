@@ -74,7 +74,7 @@ func (s *Scope) Patch(w http.ResponseWriter, req *http.Request, r Request, strat
 			if err != nil {
 				return nil, err
 			}
-			return s.trackUpdate(r, strategy, existing, obj, popts.FieldManager), nil
+			return s.trackUpdate(r, strategy, existing, obj, popts.FieldManager, false), nil
 		}, registry.UpdateOptions{WriteOptions: wopts, Strategy: strategy, AllowUnconditional: true,
 			// Apply creates a missing object, on the object's endpoint only (as Kubernetes).
 			AllowCreate: apply.IsApply(pt) && strategy == nil,

@@ -7,8 +7,10 @@ import (
 	"net/http"
 
 	"github.com/wasmplane/wasmplane/core/storage"
+	"github.com/wasmplane/wasmplane/core/storage/unstructuredjson"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -58,16 +60,27 @@ func (c *Codecs) writeObject(w http.ResponseWriter, info runtime.SerializerInfo,
 		// them: they are written as they are.
 		enc = info.Serializer
 	}
-	var buf bytes.Buffer
-	if err := enc.Encode(obj, &buf); err != nil {
-		slog.Error("encoding response", "err", err)
-		http.Error(w, "encoding response: "+err.Error(), http.StatusInternalServerError)
-		return
+	var body []byte
+	if u, ok := obj.(*unstructured.Unstructured); ok && info.MediaType == runtime.ContentTypeJSON {
+		// The bytes the JSON serializer writes, without encoding/json's reflection when
+		// the content allows.
+		if b, ok := unstructuredjson.Append(make([]byte, 0, 1024), u.Object); ok {
+			body = append(b, '\n')
+		}
+	}
+	if body == nil {
+		var buf bytes.Buffer
+		if err := enc.Encode(obj, &buf); err != nil {
+			slog.Error("encoding response", "err", err)
+			http.Error(w, "encoding response: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		body = buf.Bytes()
 	}
 	w.Header().Set("Content-Type", info.MediaType)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body)
 }
 
 // isUnstructured reports whether obj (or the object a cache wraps) is unstructured.

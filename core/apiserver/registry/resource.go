@@ -16,6 +16,14 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
+// PrunedDefaulter is a Strategy whose Default first prunes the object as the resource's
+// Prune does. DefaultPruned is Default for an object Prune has just pruned (decoded from
+// a request and unchanged since): pruning it again would change nothing, so it only
+// defaults.
+type PrunedDefaulter interface {
+	DefaultPruned(obj runtime.Object)
+}
+
 // Strategy holds the per-resource rules of create and update.
 type Strategy interface {
 	// Default fills in defaulted fields, as Kubernetes' generated defaulters do.

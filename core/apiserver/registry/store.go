@@ -174,7 +174,7 @@ func (s *Store) validateCreate(ctx context.Context, accessor metav1.Object, obj 
 
 // validateUpdate is the registry's own validation of an object replacing current.
 func (s *Store) validateUpdate(ctx context.Context, strategy Strategy, name string, accessor, existingMeta metav1.Object, obj, current runtime.Object) error {
-	errs := apimachineryvalidation.ValidateObjectMetaAccessorUpdate(accessor, existingMeta, field.NewPath("metadata"))
+	errs := apimachineryvalidation.ValidateObjectMetaAccessorUpdate(metaForValidation(accessor), existingMeta, field.NewPath("metadata"))
 	errs = append(errs, s.validateMeta(accessor)...)
 	if existingMeta.GetDeletionTimestamp() != nil {
 		errs = append(errs, apimachineryvalidation.ValidateNoNewFinalizers(accessor.GetFinalizers(), existingMeta.GetFinalizers(), field.NewPath("metadata", "finalizers"))...)
@@ -293,7 +293,7 @@ func (s *Store) validateMeta(accessor metav1.Object) field.ErrorList {
 	if s.Resource.ValidateName != nil {
 		nameFn = s.Resource.ValidateName
 	}
-	return apimachineryvalidation.ValidateObjectMetaAccessor(accessor, s.Resource.Namespaced, nameFn, field.NewPath("metadata"))
+	return apimachineryvalidation.ValidateObjectMetaAccessor(metaForValidation(accessor), s.Resource.Namespaced, nameFn, field.NewPath("metadata"))
 }
 
 // checkNamespace reconciles the namespace in the URL with the one in the body.
