@@ -86,7 +86,28 @@ type Config struct {
 
 // Managers holds a resource's field managers by subresource.
 type Managers struct {
-	bySub map[string]*managedfields.FieldManager
+	bySub map[string]*FieldManager
+}
+
+// FieldManager keeps the managedFields of the writes through one endpoint: Kubernetes'
+// field manager, built twice over the same type converter. Updates go to one whose typed
+// values read the Go objects by reflection, applies to one whose typed values read the
+// objects' unstructured form (see viaUnstructured): an update walks each object once or
+// twice, where converting it first would cost more than it saves, while an apply walks
+// the live object a dozen times (merge, compare, prune, the no-op check).
+type FieldManager struct {
+	update, apply *managedfields.FieldManager
+}
+
+// UpdateNoErrors records that manager set what differs between liveObj and newObj
+// (managedfields.FieldManager.UpdateNoErrors).
+func (f *FieldManager) UpdateNoErrors(liveObj, newObj runtime.Object, manager string) runtime.Object {
+	return f.update.UpdateNoErrors(liveObj, newObj, manager)
+}
+
+// Apply merges appliedObj into liveObj for manager (managedfields.FieldManager.Apply).
+func (f *FieldManager) Apply(liveObj, appliedObj runtime.Object, manager string, force bool) (runtime.Object, error) {
+	return f.apply.Apply(liveObj, appliedObj, manager, force)
 }
 
 // NewManagers builds the field managers of one resource.
@@ -95,7 +116,7 @@ func NewManagers(cfg Config) (*Managers, error) {
 	if tc == nil {
 		tc = NewTypeConverter(cfg.Scheme)
 	}
-	m := &Managers{bySub: map[string]*managedfields.FieldManager{}}
+	m := &Managers{bySub: map[string]*FieldManager{}}
 	def := defaulter(cfg.Default)
 	subs := append([]string{Main}, cfg.Subresources...)
 	for sub := range cfg.ResetFields {
@@ -110,15 +131,22 @@ func NewManagers(cfg Config) (*Managers, error) {
 				fieldpath.APIVersion(cfg.Kind.GroupVersion().String()): fieldpath.NewExcludeSetFilter(fieldpath.NewSet(paths...)),
 			}
 		}
-		var fm *managedfields.FieldManager
-		var err error
-		if cfg.Custom {
-			fm, err = managedfields.NewDefaultCRDFieldManager(tc, customConvertor{webhook: cfg.Convertor}, def, customCreater{}, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
-		} else {
-			fm, err = managedfields.NewDefaultFieldManager(tc, versionedConvertor{scheme: cfg.Scheme}, def, cfg.Scheme, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
+		build := func(tc managedfields.TypeConverter) (*managedfields.FieldManager, error) {
+			if cfg.Custom {
+				return managedfields.NewDefaultCRDFieldManager(tc, customConvertor{webhook: cfg.Convertor}, def, customCreater{}, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
+			}
+			return managedfields.NewDefaultFieldManager(tc, versionedConvertor{scheme: cfg.Scheme}, def, cfg.Scheme, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
 		}
+		update, err := build(tc)
 		if err != nil {
 			return nil, fmt.Errorf("field manager of %s %q: %w", cfg.Kind, sub, err)
+		}
+		fm := &FieldManager{update: update, apply: update}
+		// Custom objects are Unstructured already.
+		if !cfg.Custom {
+			if fm.apply, err = build(viaUnstructured{tc}); err != nil {
+				return nil, fmt.Errorf("field manager of %s %q: %w", cfg.Kind, sub, err)
+			}
 		}
 		m.bySub[sub] = fm
 	}
@@ -126,7 +154,7 @@ func NewManagers(cfg Config) (*Managers, error) {
 }
 
 // For returns the field manager of a subresource, nil when its writes keep none.
-func (m *Managers) For(subresource string) *managedfields.FieldManager {
+func (m *Managers) For(subresource string) *FieldManager {
 	if m == nil {
 		return nil
 	}
