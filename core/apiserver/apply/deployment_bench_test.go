@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -100,7 +101,7 @@ func BenchmarkDeploymentApply(b *testing.B) {
 	for _, tc := range []struct {
 		name  string
 		apply func(live, patch runtime.Object, manager string, force bool) (runtime.Object, error)
-	}{{"reflect", fms.update.Apply}, {"unstructured", fms.Apply}} {
+	}{{"reflect", fms.library.Apply}, {"unstructured", fms.Apply}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var live runtime.Object = &appsv1.Deployment{}
 			step := func(i int) {
@@ -119,6 +120,57 @@ func BenchmarkDeploymentApply(b *testing.B) {
 			step(1)
 			for i := 0; b.Loop(); i++ {
 				step(i)
+			}
+		})
+	}
+}
+
+// BenchmarkPodStatusWrite is a kubelet's readiness flip on a running pod that three
+// managers wrote (a controller created it, the scheduler bound it, the kubelet keeps its
+// status), through the library as kube-apiserver builds it and through Managers.
+func BenchmarkPodStatusWrite(b *testing.B) {
+	m, err := NewManagers(Config{Scheme: clientgoscheme.Scheme, Kind: corev1.SchemeGroupVersion.WithKind("Pod"),
+		ResetFields: StatusResetFields(nil)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := metav1.Now()
+	created := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default", Labels: map[string]string{"app": "web", "pod-template-hash": "abc"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-abc", UID: "u1"}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1", Ports: []corev1.ContainerPort{{ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
+			Env: []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}}}}}}
+	for _, tc := range []struct {
+		name   string
+		update func(live, obj runtime.Object, manager string) runtime.Object
+		status func(live, obj runtime.Object, manager string) runtime.Object
+	}{
+		{"library", m.For(Main).library.UpdateNoErrors, m.For(Status).library.UpdateNoErrors},
+		{"managers", m.For(Main).UpdateNoErrors, m.For(Status).UpdateNoErrors},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			cur := tc.update(&corev1.Pod{}, created.DeepCopy(), "kube-controller-manager").(*corev1.Pod)
+			bound := cur.DeepCopy()
+			bound.Spec.NodeName = "node-0"
+			cur = tc.update(cur, bound, "kube-scheduler").(*corev1.Pod)
+			running := cur.DeepCopy()
+			running.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.1.0.1", StartTime: &now, Conditions: []corev1.PodCondition{
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now}},
+				ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: "app:1", Ready: true}}}
+			cur = tc.status(cur, running, "kubelet").(*corev1.Pod)
+			for i := 0; b.Loop(); i++ {
+				next := cur.DeepCopy()
+				st := corev1.ConditionTrue
+				if i%2 == 0 {
+					st = corev1.ConditionFalse
+				}
+				next.Status.Conditions[0].Status, next.Status.Conditions[1].Status = st, st
+				next.Status.ContainerStatuses[0].Ready = st == corev1.ConditionTrue
+				cur = tc.status(cur, next, "kubelet").(*corev1.Pod)
+				if len(cur.ManagedFields) != 3 {
+					b.Fatalf("managedFields: %v", cur.ManagedFields)
+				}
 			}
 		})
 	}

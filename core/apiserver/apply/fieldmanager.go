@@ -89,25 +89,31 @@ type Managers struct {
 	bySub map[string]*FieldManager
 }
 
-// FieldManager keeps the managedFields of the writes through one endpoint: Kubernetes'
-// field manager, built twice over the same type converter. Updates go to one whose typed
-// values read the Go objects by reflection, applies to one whose typed values read the
-// objects' unstructured form (see viaUnstructured): an update walks each object once or
-// twice, where converting it first would cost more than it saves, while an apply walks
-// the live object a dozen times (merge, compare, prune, the no-op check).
+// FieldManager keeps the managedFields of the writes through one endpoint with
+// Kubernetes' field manager, built three times over the same type converter: as
+// kube-apiserver builds it (library), and over managerConverter for updates (update) and
+// applies (apply), which give the same answers for less work whenever
+// managedFieldsUnread holds for the objects of the write; when it does not, the write
+// goes to library.
 type FieldManager struct {
-	update, apply *managedfields.FieldManager
+	library, update, apply *managedfields.FieldManager
 }
 
 // UpdateNoErrors records that manager set what differs between liveObj and newObj
 // (managedfields.FieldManager.UpdateNoErrors).
 func (f *FieldManager) UpdateNoErrors(liveObj, newObj runtime.Object, manager string) runtime.Object {
-	return f.update.UpdateNoErrors(liveObj, newObj, manager)
+	if managedFieldsUnread(liveObj) && managedFieldsUnread(newObj) {
+		return f.update.UpdateNoErrors(liveObj, newObj, manager)
+	}
+	return f.library.UpdateNoErrors(liveObj, newObj, manager)
 }
 
 // Apply merges appliedObj into liveObj for manager (managedfields.FieldManager.Apply).
 func (f *FieldManager) Apply(liveObj, appliedObj runtime.Object, manager string, force bool) (runtime.Object, error) {
-	return f.apply.Apply(liveObj, appliedObj, manager, force)
+	if managedFieldsUnread(liveObj) {
+		return f.apply.Apply(liveObj, appliedObj, manager, force)
+	}
+	return f.library.Apply(liveObj, appliedObj, manager, force)
 }
 
 // NewManagers builds the field managers of one resource.
@@ -137,14 +143,18 @@ func NewManagers(cfg Config) (*Managers, error) {
 			}
 			return managedfields.NewDefaultFieldManager(tc, versionedConvertor{scheme: cfg.Scheme}, def, cfg.Scheme, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
 		}
-		update, err := build(tc)
-		if err != nil {
+		fm := &FieldManager{}
+		var err error
+		if fm.library, err = build(tc); err != nil {
 			return nil, fmt.Errorf("field manager of %s %q: %w", cfg.Kind, sub, err)
 		}
-		fm := &FieldManager{update: update, apply: update}
+		if fm.update, err = build(managerConverter{TypeConverter: tc}); err != nil {
+			return nil, fmt.Errorf("field manager of %s %q: %w", cfg.Kind, sub, err)
+		}
 		// Custom objects are Unstructured already.
+		fm.apply = fm.update
 		if !cfg.Custom {
-			if fm.apply, err = build(viaUnstructured{tc}); err != nil {
+			if fm.apply, err = build(managerConverter{TypeConverter: tc, viaUnstructured: true}); err != nil {
 				return nil, fmt.Errorf("field manager of %s %q: %w", cfg.Kind, sub, err)
 			}
 		}

@@ -22,6 +22,19 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/value"
 )
 
+func ptrTo[T any](v T) *T { return &v }
+
+// setManagedFields is an update that writes managedFields itself: an Update entry of
+// manager "x" with the first fields, an Apply entry of "y" with the second.
+func setManagedFields(x, y string) func(runtime.Object) {
+	return func(o runtime.Object) {
+		o.(metav1.Object).SetManagedFields([]metav1.ManagedFieldsEntry{
+			{Manager: "x", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(x)}},
+			{Manager: "y", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(y)}},
+		})
+	}
+}
+
 func resourceQuantity(s string) resource.Quantity  { return resource.MustParse(s) }
 func intstrFromString(s string) intstr.IntOrString { return intstr.FromString(s) }
 func intstrFromInt(i int) intstr.IntOrString       { return intstr.FromInt32(int32(i)) }
@@ -161,14 +174,14 @@ func deployment(extraLabel, finalizers string, replicas int, image, args, ports,
 	return fmt.Sprintf(deploymentYAML, extraLabel, finalizers, replicas, image, args, ports, env, more)
 }
 
-// TestViaUnstructuredIsTheLibrarysAnswer runs the same writes through the package's field
+// TestFieldManagersAreTheLibrarys runs the same writes through the package's field
 // managers and through Kubernetes' as kube-apiserver builds them, and wants the same
 // objects, managedFields and conflicts: applies by several managers with and without
 // force, pruning of what a manager stops applying, merges of keyed lists (containers by
 // name, ports by port and protocol, env by name), sets (finalizers) and atomic lists
 // (args), updates between applies, status written through its own endpoint, duplicates
 // in a keyed list of the live object.
-func TestViaUnstructuredIsTheLibrarysAnswer(t *testing.T) {
+func TestFieldManagersAreTheLibrarys(t *testing.T) {
 	deployGVK := appsv1.SchemeGroupVersion.WithKind("Deployment")
 	podGVK := corev1.SchemeGroupVersion.WithKind("Pod")
 	sidecar := "      - name: side\n        image: side:1\n"
@@ -238,6 +251,30 @@ func TestViaUnstructuredIsTheLibrarysAnswer(t *testing.T) {
 			{manager: "a", patch: "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, labels: {x: w}}\nspec:\n  containers:\n  - {name: app, image: app:1}\n", wantConflict: true},
 			{manager: "a", force: true, patch: "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, labels: {x: w}}\nspec:\n  containers:\n  - {name: app, image: app:1}\n"},
 		},
+	}, {
+		name: "deployment: managedFields written by clients", gvk: deployGVK, empty: &appsv1.Deployment{}, def: defaultDeployment,
+		steps: []step{
+			{manager: "a", patch: deployment("", "", 1, "app:1", "", "", "{name: A, value: '1'}", "")},
+			// A manager that owns metadata.managedFields itself: the library's comparison
+			// takes the path from it; the managers go to the library as it is.
+			{manager: "u", mutate: setManagedFields(`{"f:metadata":{"f:managedFields":{}}}`, `{"f:spec":{"f:replicas":{}}}`)},
+			{manager: "u", mutate: func(o runtime.Object) { o.(*appsv1.Deployment).Spec.Replicas = ptrTo(int32(4)) }},
+			{manager: "a", patch: deployment("", "", 1, "app:2", "", "", "{name: A, value: '1'}", ""), wantConflict: true},
+			{manager: "a", force: true, patch: deployment("", "", 1, "app:2", "", "", "{name: A, value: '1'}", "")},
+			// The same spelled with an escape.
+			{manager: "u", mutate: setManagedFields(`{"f:metadata":{"f:\u006danagedFields":{}}}`, `{"f:spec":{"f:replicas":{}}}`)},
+			{manager: "u", mutate: func(o runtime.Object) { o.(*appsv1.Deployment).Spec.Replicas = ptrTo(int32(5)) }},
+			// Fields that are not a JSON object, then not JSON at all.
+			{manager: "u", mutate: setManagedFields(`["f:spec"]`, `{"f:spec":{"f:replicas":{}}}`)},
+			{manager: "u", mutate: func(o runtime.Object) { o.(*appsv1.Deployment).Spec.Replicas = ptrTo(int32(6)) }},
+			{manager: "u", mutate: setManagedFields(`{"f:spec":`, `{"f:spec":{"f:replicas":{}}}`)},
+			{manager: "u", mutate: func(o runtime.Object) { o.(*appsv1.Deployment).Spec.Replicas = ptrTo(int32(7)) }},
+			{manager: "a", force: true, patch: deployment("", "", 1, "app:3", "", "", "{name: A, value: '1'}", "")},
+			// A reset (an empty list), then entries as a client copied them from a GET.
+			{manager: "u", mutate: func(o runtime.Object) { o.(*appsv1.Deployment).ManagedFields = []metav1.ManagedFieldsEntry{} }},
+			{manager: "a", force: true, patch: deployment("", "", 2, "app:4", "", "", "{name: A, value: '1'}", "")},
+			{manager: "u", mutate: func(o runtime.Object) { o.(*appsv1.Deployment).Spec.Replicas = ptrTo(int32(8)) }},
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			newOracle(t, tc.gvk, StatusResetFields(nil), tc.def).run(t, tc.empty, tc.steps)
@@ -245,10 +282,10 @@ func TestViaUnstructuredIsTheLibrarysAnswer(t *testing.T) {
 	}
 }
 
-// TestViaUnstructuredRandomApplies applies random subsets of a Deployment's fields by
+// TestFieldManagersRandomWrites applies random subsets of a Deployment's fields by
 // three managers, forced or not, with updates between them, through the package's field
 // managers and the library's, and wants the same answers throughout.
-func TestViaUnstructuredRandomApplies(t *testing.T) {
+func TestFieldManagersRandomWrites(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	pick := func(opts ...string) string { return opts[rng.IntN(len(opts))] }
 	var steps []step
@@ -319,11 +356,11 @@ func (o *oracle) runLenient(t *testing.T, empty runtime.Object, steps []step) {
 	t.Logf("%d steps, %d conflicts", len(steps), conflicts)
 }
 
-// TestViaUnstructuredSameTypedValue: a Go object's typed value read through its
+// TestManagerConverterSameTypedValue: a Go object's typed value read through its
 // unstructured form is the library's typed value of the object: equal values, equal
 // field sets, for kinds with quantities, times, int-or-strings, byte slices, keyed,
 // set and atomic lists, and for an empty object.
-func TestViaUnstructuredSameTypedValue(t *testing.T) {
+func TestManagerConverterSameTypedValue(t *testing.T) {
 	now := metav1.Now()
 	grace := int64(30)
 	objects := []runtime.Object{
@@ -342,7 +379,10 @@ func TestViaUnstructuredSameTypedValue(t *testing.T) {
 	}
 	scheme := clientgoscheme.Scheme
 	lib := applyconfigurations.NewTypeConverter(scheme)
-	ours := viaUnstructured{NewTypeConverter(scheme)}
+	for _, obj := range objects {
+		obj.(metav1.Object).SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationUpdate, Time: &now,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{".":{},"f:a":{}}}}`)}}})
+	}
 	for _, obj := range objects {
 		gvks, _, err := scheme.ObjectKinds(obj)
 		if err != nil {
@@ -350,14 +390,31 @@ func TestViaUnstructuredSameTypedValue(t *testing.T) {
 		}
 		obj.GetObjectKind().SetGroupVersionKind(gvks[0])
 		t.Run(gvks[0].Kind, func(t *testing.T) {
-			want, err := lib.ObjectToTyped(obj, typed.AllowDuplicates)
+			before := obj.DeepCopyObject()
+			without := obj.DeepCopyObject()
+			without.(metav1.Object).SetManagedFields(nil)
+			want, err := lib.ObjectToTyped(without, typed.AllowDuplicates)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := ours.ObjectToTyped(obj, typed.AllowDuplicates)
-			if err != nil {
-				t.Fatal(err)
+			for _, via := range []bool{false, true} {
+				got, err := managerConverter{TypeConverter: NewTypeConverter(scheme), viaUnstructured: via}.ObjectToTyped(obj, typed.AllowDuplicates)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameTyped(t, got, want)
 			}
+			if !apiequality.Semantic.DeepEqual(obj, before) {
+				t.Errorf("the object was modified")
+			}
+		})
+	}
+}
+
+func sameTyped(t *testing.T, got, want *typed.TypedValue) {
+	t.Helper()
+	{
+		{
 			if !value.Equals(got.AsValue(), want.AsValue()) {
 				t.Errorf("values differ:\n%v\n%v", value.ToString(got.AsValue()), value.ToString(want.AsValue()))
 			}
@@ -374,6 +431,42 @@ func TestViaUnstructuredSameTypedValue(t *testing.T) {
 			}
 			if c, err := got.Compare(want); err != nil || !c.IsSame() {
 				t.Errorf("compare: %v, %v", c, err)
+			}
+		}
+	}
+}
+
+// TestManagedFieldsUnread: the writes whose managedFields the managers' typed values may
+// leave out, and those that go to the library as it is.
+func TestManagedFieldsUnread(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		fields []string // one entry each; "-" for an entry without fields
+		want   bool
+	}{
+		{"no entries", nil, true},
+		{"an entry without fields", []string{"-"}, true},
+		{"ordinary sets", []string{`{"f:spec":{"f:replicas":{}}}`, `{"f:metadata":{"f:labels":{".":{},"f:a":{}}}}`}, true},
+		{"names managedFields", []string{`{"f:spec":{}}`, `{"f:metadata":{"f:managedFields":{}}}`}, false},
+		{"an escape", []string{`{"f:metadata":{"f:\u006danagedFields":{}}}`}, false},
+		{"escaped quotes and backslashes in keys", []string{`{"f:spec":{"k:{\"name\":\"a\\\\b\"}":{}}}`}, true},
+		{"a tab escape", []string{`{"f:spec":{"k:{\"name\":\"a\tb\"}":{}}}`}, false},
+		{"a list", []string{`["f:spec"]`}, false},
+		{"leading space", []string{` {"f:spec":{}}`}, false},
+		{"not JSON", []string{`{"f:spec":`}, false},
+		{"empty", []string{``}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cm := &corev1.ConfigMap{}
+			for _, f := range tc.fields {
+				e := metav1.ManagedFieldsEntry{Manager: "m", FieldsType: "FieldsV1"}
+				if f != "-" {
+					e.FieldsV1 = &metav1.FieldsV1{Raw: []byte(f)}
+				}
+				cm.ManagedFields = append(cm.ManagedFields, e)
+			}
+			if got := managedFieldsUnread(cm); got != tc.want {
+				t.Errorf("managedFieldsUnread = %v, want %v", got, tc.want)
 			}
 		})
 	}
