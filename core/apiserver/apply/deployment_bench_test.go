@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"cmp"
 	"fmt"
 	"testing"
 
@@ -12,62 +13,43 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
-// defaultDeployment sets the defaults kube-apiserver gives the fields the benchmark's
-// Deployment leaves out (a subset of SetObjectDefaults_Deployment, enough to make the
-// stored object look like a served one).
+// defaultDeployment sets the defaults kube-apiserver gives the fields the tests'
+// Deployments leave out (a subset of SetObjectDefaults_Deployment: enough for the stored
+// object to carry fields that no manager owns, as a served one does).
 func defaultDeployment(obj runtime.Object) {
 	d, ok := obj.(*appsv1.Deployment)
 	if !ok {
 		return
 	}
-	i32 := func(v int32) *int32 { return &v }
-	if d.Spec.Replicas == nil {
-		d.Spec.Replicas = i32(1)
-	}
-	if d.Spec.RevisionHistoryLimit == nil {
-		d.Spec.RevisionHistoryLimit = i32(10)
-	}
-	if d.Spec.ProgressDeadlineSeconds == nil {
-		d.Spec.ProgressDeadlineSeconds = i32(600)
-	}
+	orDefault(&d.Spec.Replicas, 1)
+	orDefault(&d.Spec.RevisionHistoryLimit, 10)
+	orDefault(&d.Spec.ProgressDeadlineSeconds, 600)
 	if d.Spec.Strategy.Type == "" {
 		q := intstr.FromString("25%")
 		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
 			RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &q, MaxSurge: &q}}
 	}
 	ps := &d.Spec.Template.Spec
-	if ps.RestartPolicy == "" {
-		ps.RestartPolicy = corev1.RestartPolicyAlways
-	}
-	if ps.DNSPolicy == "" {
-		ps.DNSPolicy = corev1.DNSClusterFirst
-	}
-	if ps.SchedulerName == "" {
-		ps.SchedulerName = corev1.DefaultSchedulerName
-	}
-	if ps.SecurityContext == nil {
-		ps.SecurityContext = &corev1.PodSecurityContext{}
-	}
-	if ps.TerminationGracePeriodSeconds == nil {
-		v := int64(30)
-		ps.TerminationGracePeriodSeconds = &v
-	}
+	ps.RestartPolicy = cmp.Or(ps.RestartPolicy, corev1.RestartPolicyAlways)
+	ps.DNSPolicy = cmp.Or(ps.DNSPolicy, corev1.DNSClusterFirst)
+	ps.SchedulerName = cmp.Or(ps.SchedulerName, corev1.DefaultSchedulerName)
+	orDefault(&ps.SecurityContext, corev1.PodSecurityContext{})
+	orDefault(&ps.TerminationGracePeriodSeconds, 30)
 	for i := range ps.Containers {
 		c := &ps.Containers[i]
-		if c.TerminationMessagePath == "" {
-			c.TerminationMessagePath = corev1.TerminationMessagePathDefault
-		}
-		if c.TerminationMessagePolicy == "" {
-			c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
-		}
-		if c.ImagePullPolicy == "" {
-			c.ImagePullPolicy = corev1.PullIfNotPresent
-		}
+		c.TerminationMessagePath = cmp.Or(c.TerminationMessagePath, corev1.TerminationMessagePathDefault)
+		c.TerminationMessagePolicy = cmp.Or(c.TerminationMessagePolicy, corev1.TerminationMessageReadFile)
+		c.ImagePullPolicy = cmp.Or(c.ImagePullPolicy, corev1.PullIfNotPresent)
 		for j := range c.Ports {
-			if c.Ports[j].Protocol == "" {
-				c.Ports[j].Protocol = corev1.ProtocolTCP
-			}
+			c.Ports[j].Protocol = cmp.Or(c.Ports[j].Protocol, corev1.ProtocolTCP)
 		}
+	}
+}
+
+// orDefault points *p at v when it is nil.
+func orDefault[T any](p **T, v T) {
+	if *p == nil {
+		*p = &v
 	}
 }
 
@@ -160,18 +142,24 @@ func BenchmarkPodStatusWrite(b *testing.B) {
 				ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: "app:1", Ready: true}}}
 			cur = tc.status(cur, running, "kubelet").(*corev1.Pod)
 			for i := 0; b.Loop(); i++ {
-				next := cur.DeepCopy()
-				st := corev1.ConditionTrue
-				if i%2 == 0 {
-					st = corev1.ConditionFalse
-				}
-				next.Status.Conditions[0].Status, next.Status.Conditions[1].Status = st, st
-				next.Status.ContainerStatuses[0].Ready = st == corev1.ConditionTrue
-				cur = tc.status(cur, next, "kubelet").(*corev1.Pod)
+				cur = tc.status(cur, flipReadiness(cur, i), "kubelet").(*corev1.Pod)
 				if len(cur.ManagedFields) != 3 {
 					b.Fatalf("managedFields: %v", cur.ManagedFields)
 				}
 			}
 		})
 	}
+}
+
+// flipReadiness is a copy of a running pod whose Ready and ContainersReady conditions (its
+// first two) and first container's readiness are false for even i, true for odd.
+func flipReadiness(pod *corev1.Pod, i int) *corev1.Pod {
+	next := pod.DeepCopy()
+	st := corev1.ConditionTrue
+	if i%2 == 0 {
+		st = corev1.ConditionFalse
+	}
+	next.Status.Conditions[0].Status, next.Status.Conditions[1].Status = st, st
+	next.Status.ContainerStatuses[0].Ready = st == corev1.ConditionTrue
+	return next
 }
