@@ -189,7 +189,7 @@ func typedWithoutManagedFields(obj runtime.Object) runtime.Object {
 	if !ok || f.Type != objectMetaType || len(f.Index) != 1 {
 		return obj
 	}
-	if len(v.Elem().Field(f.Index[0]).Interface().(metav1.ObjectMeta).ManagedFields) == 0 {
+	if m, ok := obj.(metav1.Object); !ok || len(m.GetManagedFields()) == 0 {
 		return obj
 	}
 	out := shallowCopy(obj)
@@ -200,9 +200,10 @@ func typedWithoutManagedFields(obj runtime.Object) runtime.Object {
 // managedFieldsUnread says whether a field manager's answer for a write of obj is the same
 // when the typed values leave managedFields out (see managerConverter): every entry's
 // fields are a JSON object, which the FieldsV1 schema accepts, and none can name the path
-// metadata.managedFields. The library writes a key's quotes inside a field set as \" and
-// nothing else escaped; with only \" and \\ (which spell no letter) the key
-// "f:managedFields" can only be written as itself.
+// metadata.managedFields. A set the library wrote escapes the quotes around the values in
+// its keys as \" and seldom anything else; with only \" and \\ (which spell no letter)
+// the key "f:managedFields" can only be written as itself. Any other escape sends the write
+// to the library as it is.
 func managedFieldsUnread(obj runtime.Object) bool {
 	m, err := meta.Accessor(obj)
 	if err != nil {
