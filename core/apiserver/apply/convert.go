@@ -1,11 +1,19 @@
 package apply
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"reflect"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
 )
 
 // versionedConvertor is the scheme's conversion for the field managers of a built-in
@@ -91,4 +99,138 @@ func shallowCopy(obj runtime.Object) runtime.Object {
 	out := reflect.New(v.Type())
 	out.Elem().Set(v)
 	return out.Interface().(runtime.Object)
+}
+
+// managerConverter is the type converter of the field managers Managers builds: the
+// resource's converter, given each object without its managedFields and, with
+// viaUnstructured, as its unstructured form rather than the Go object.
+//
+// Without managedFields: the typed value of a live object carries its managedFields,
+// every entry's FieldsV1 parsed from JSON, often as large as the rest of the object, and
+// every walk of the value (validation, comparison, merge, prune) reads it, while the
+// field manager's answer does not depend on it as long as managedFieldsUnread holds for
+// the objects of the write (FieldManager checks that and otherwise uses the library as
+// it is). In an apply the live and the merged object carry the same managedFields, which
+// no manager's set names, so no comparison, prune or no-op check sees them, and the
+// merged object's are replaced by the new encoding. In an update the new object has none
+// (the library removes them before comparing), so the comparison reports the one path
+// metadata.managedFields as removed (the list is atomic), which changes only the set of
+// a manager that names it. The FieldsV1 schema accepts any JSON object, so the typed
+// value validates with or without them.
+//
+// Unstructured: structured-merge-diff reads a Go object by reflection with the JSON rules
+// the unstructured converter follows (field names, inline and omitempty fields, the
+// marshalers of times, quantities and int-or-strings), so both give the same value; but
+// every read of a field by reflection allocates, and an apply reads the live object in
+// the merge, the comparison, the prune and the no-op check, so converting it once costs
+// less. An update reads each object once or twice, where converting costs more.
+//
+// TestFieldManagersAreTheLibrarys checks the answers against the library's own over the
+// objects as they are.
+type managerConverter struct {
+	managedfields.TypeConverter
+	viaUnstructured bool
+}
+
+// ObjectToTyped implements managedfields.TypeConverter.
+func (c managerConverter) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
+	switch u, ok := obj.(*unstructured.Unstructured); {
+	case ok:
+		obj = unstructuredWithoutManagedFields(u)
+	case c.viaUnstructured:
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return nil, fmt.Errorf("%v to unstructured: %w", obj.GetObjectKind().GroupVersionKind(), err)
+		}
+		if md, ok := m["metadata"].(map[string]any); ok {
+			delete(md, "managedFields")
+		}
+		obj = &unstructured.Unstructured{Object: m}
+	default:
+		obj = typedWithoutManagedFields(obj)
+	}
+	return c.TypeConverter.ObjectToTyped(obj, opts...)
+}
+
+// unstructuredWithoutManagedFields is u without metadata.managedFields, sharing the rest.
+func unstructuredWithoutManagedFields(u *unstructured.Unstructured) *unstructured.Unstructured {
+	md, ok := u.Object["metadata"].(map[string]any)
+	if !ok {
+		return u
+	}
+	if _, ok := md["managedFields"]; !ok {
+		return u
+	}
+	out := make(map[string]any, len(u.Object))
+	for k, v := range u.Object {
+		out[k] = v
+	}
+	meta := make(map[string]any, len(md))
+	for k, v := range md {
+		if k != "managedFields" {
+			meta[k] = v
+		}
+	}
+	out["metadata"] = meta
+	return &unstructured.Unstructured{Object: out}
+}
+
+var objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
+
+// typedWithoutManagedFields is obj without metadata.managedFields: a copy of its top
+// struct whose embedded ObjectMeta (a value, so the copy's own) has none, sharing the
+// rest. An object of another shape is returned as it is.
+func typedWithoutManagedFields(obj runtime.Object) runtime.Object {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return obj
+	}
+	f, ok := v.Elem().Type().FieldByName("ObjectMeta")
+	if !ok || f.Type != objectMetaType || len(f.Index) != 1 {
+		return obj
+	}
+	if m, ok := obj.(metav1.Object); !ok || len(m.GetManagedFields()) == 0 {
+		return obj
+	}
+	out := shallowCopy(obj)
+	reflect.ValueOf(out).Elem().Field(f.Index[0]).Addr().Interface().(*metav1.ObjectMeta).ManagedFields = nil
+	return out
+}
+
+// managedFieldsUnread says whether a field manager's answer for a write of obj is the same
+// when the typed values leave managedFields out (see managerConverter): every entry's
+// fields are a JSON object, which the FieldsV1 schema accepts, and none can name the path
+// metadata.managedFields. A set the library wrote escapes the quotes around the values in
+// its keys as \" and seldom anything else; with only \" and \\ (which spell no letter)
+// the key "f:managedFields" can only be written as itself. Any other escape sends the write
+// to the library as it is.
+func managedFieldsUnread(obj runtime.Object) bool {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return false
+	}
+	for _, e := range m.GetManagedFields() {
+		if e.FieldsV1 == nil {
+			continue
+		}
+		raw := e.FieldsV1.Raw
+		if len(raw) == 0 || raw[0] != '{' || !onlyQuoteEscapes(raw) || bytes.Contains(raw, []byte(`"f:managedFields"`)) || !json.Valid(raw) {
+			return false
+		}
+	}
+	return true
+}
+
+// onlyQuoteEscapes says whether every escape in the JSON text raw is \" or \\.
+func onlyQuoteEscapes(raw []byte) bool {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		if i+1 == len(raw) || (raw[i+1] != '"' && raw[i+1] != '\\') {
+			return false
+		}
+		i++
+	}
+	return true
 }

@@ -98,14 +98,7 @@ func BenchmarkPodStatusUpdate(b *testing.B) {
 			}
 			cur := fm.UpdateNoErrors(&corev1.Pod{}, live.DeepCopy(), "kubelet").(*corev1.Pod)
 			for i := 0; b.Loop(); i++ {
-				next := cur.DeepCopy()
-				st := corev1.ConditionTrue
-				if i%2 == 0 {
-					st = corev1.ConditionFalse
-				}
-				next.Status.Conditions[0].Status, next.Status.Conditions[1].Status = st, st
-				next.Status.ContainerStatuses[0].Ready = st == corev1.ConditionTrue
-				cur = fm.UpdateNoErrors(cur, next, "kubelet").(*corev1.Pod)
+				cur = fm.UpdateNoErrors(cur, flipReadiness(cur, i), "kubelet").(*corev1.Pod)
 				if len(cur.ManagedFields) != 1 {
 					b.Fatalf("managedFields: %v", cur.ManagedFields)
 				}

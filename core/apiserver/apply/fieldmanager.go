@@ -86,7 +86,34 @@ type Config struct {
 
 // Managers holds a resource's field managers by subresource.
 type Managers struct {
-	bySub map[string]*managedfields.FieldManager
+	bySub map[string]*FieldManager
+}
+
+// FieldManager keeps the managedFields of the writes through one endpoint with
+// Kubernetes' field manager, built three times over the same type converter: as
+// kube-apiserver builds it (library), and over managerConverter for updates (update) and
+// applies (apply), which give the same answers for less work whenever
+// managedFieldsUnread holds for the objects of the write; when it does not, the write
+// goes to library.
+type FieldManager struct {
+	library, update, apply *managedfields.FieldManager
+}
+
+// UpdateNoErrors records that manager set what differs between liveObj and newObj
+// (managedfields.FieldManager.UpdateNoErrors).
+func (f *FieldManager) UpdateNoErrors(liveObj, newObj runtime.Object, manager string) runtime.Object {
+	if managedFieldsUnread(liveObj) && managedFieldsUnread(newObj) {
+		return f.update.UpdateNoErrors(liveObj, newObj, manager)
+	}
+	return f.library.UpdateNoErrors(liveObj, newObj, manager)
+}
+
+// Apply merges appliedObj into liveObj for manager (managedfields.FieldManager.Apply).
+func (f *FieldManager) Apply(liveObj, appliedObj runtime.Object, manager string, force bool) (runtime.Object, error) {
+	if managedFieldsUnread(liveObj) {
+		return f.apply.Apply(liveObj, appliedObj, manager, force)
+	}
+	return f.library.Apply(liveObj, appliedObj, manager, force)
 }
 
 // NewManagers builds the field managers of one resource.
@@ -95,7 +122,7 @@ func NewManagers(cfg Config) (*Managers, error) {
 	if tc == nil {
 		tc = NewTypeConverter(cfg.Scheme)
 	}
-	m := &Managers{bySub: map[string]*managedfields.FieldManager{}}
+	m := &Managers{bySub: map[string]*FieldManager{}}
 	def := defaulter(cfg.Default)
 	subs := append([]string{Main}, cfg.Subresources...)
 	for sub := range cfg.ResetFields {
@@ -110,15 +137,26 @@ func NewManagers(cfg Config) (*Managers, error) {
 				fieldpath.APIVersion(cfg.Kind.GroupVersion().String()): fieldpath.NewExcludeSetFilter(fieldpath.NewSet(paths...)),
 			}
 		}
-		var fm *managedfields.FieldManager
-		var err error
-		if cfg.Custom {
-			fm, err = managedfields.NewDefaultCRDFieldManager(tc, customConvertor{webhook: cfg.Convertor}, def, customCreater{}, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
-		} else {
-			fm, err = managedfields.NewDefaultFieldManager(tc, versionedConvertor{scheme: cfg.Scheme}, def, cfg.Scheme, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
+		build := func(tc managedfields.TypeConverter) (*managedfields.FieldManager, error) {
+			if cfg.Custom {
+				return managedfields.NewDefaultCRDFieldManager(tc, customConvertor{webhook: cfg.Convertor}, def, customCreater{}, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
+			}
+			return managedfields.NewDefaultFieldManager(tc, versionedConvertor{scheme: cfg.Scheme}, def, cfg.Scheme, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
 		}
-		if err != nil {
+		fm := &FieldManager{}
+		var err error
+		if fm.library, err = build(tc); err != nil {
 			return nil, fmt.Errorf("field manager of %s %q: %w", cfg.Kind, sub, err)
+		}
+		if fm.update, err = build(managerConverter{TypeConverter: tc}); err != nil {
+			return nil, fmt.Errorf("field manager of %s %q: %w", cfg.Kind, sub, err)
+		}
+		// Custom objects are Unstructured already.
+		fm.apply = fm.update
+		if !cfg.Custom {
+			if fm.apply, err = build(managerConverter{TypeConverter: tc, viaUnstructured: true}); err != nil {
+				return nil, fmt.Errorf("field manager of %s %q: %w", cfg.Kind, sub, err)
+			}
 		}
 		m.bySub[sub] = fm
 	}
@@ -126,7 +164,7 @@ func NewManagers(cfg Config) (*Managers, error) {
 }
 
 // For returns the field manager of a subresource, nil when its writes keep none.
-func (m *Managers) For(subresource string) *managedfields.FieldManager {
+func (m *Managers) For(subresource string) *FieldManager {
 	if m == nil {
 		return nil
 	}
