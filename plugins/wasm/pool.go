@@ -71,9 +71,12 @@ func (s *instanceSet) tryAcquire() bool {
 	}
 }
 
-// release drops a reference; the last one closes every instance.
+// release drops a reference; the last one closes every instance, whatever becomes of
+// ctx (the caller's request may be over by then). ctx is detached only then: a call's
+// release is on every call's path, and context.WithoutCancel allocates.
 func (s *instanceSet) release(ctx context.Context) {
 	if s.refs.Add(-1) == 0 {
+		ctx = context.WithoutCancel(ctx)
 		s.closeIdle(ctx)
 		if err := s.mod.Close(ctx); err != nil {
 			s.p.r.log.Warn("closing replaced module", "plugin", s.p.label, "err", err)

@@ -198,27 +198,38 @@ func appendRequest(dst []byte, a *admission.Attributes, compactPods bool) ([]byt
 
 // requestBody encodes the members of request(a) after the uid, from the comma before
 // "kind" to the closing brace: the objects are spliced in rather than copied by a second
-// pass of encoding/json over a RawMessage.
+// pass of encoding/json over a RawMessage, and compact pods are written in place.
 func requestBody(a *admission.Attributes, compactPods bool) ([]byte, error) {
-	obj, err := encodeFor(a.Object, a, compactPods)
-	if err != nil {
+	body := appendHead(make([]byte, 0, 1024), a)
+	var err error
+	if body, err = appendObject(body, `,"object":`, a.Object, a, compactPods); err != nil {
 		return nil, err
 	}
-	old, err := encodeFor(a.OldObject, a, compactPods)
-	if err != nil {
+	if body, err = appendObject(body, `,"oldObject":`, a.OldObject, a, compactPods); err != nil {
 		return nil, err
-	}
-	body := appendHead(make([]byte, 0, 256+len(obj)+len(old)), a)
-	if len(obj) > 0 {
-		body = append(append(body, `,"object":`...), obj...)
-	}
-	if len(old) > 0 {
-		body = append(append(body, `,"oldObject":`...), old...)
 	}
 	if a.DryRun {
 		body = append(body, `,"dryRun":true`...)
 	}
 	return append(body, '}'), nil
+}
+
+// appendObject appends member and obj as encode renders it, or a Pod as its compact pod
+// document (ABI §7.5) for a plugin that asked for compact pods (a fraction of the bytes
+// to write and to read); nothing if obj is nil.
+func appendObject(dst []byte, member string, obj runtime.Object, a *admission.Attributes, compactPods bool) ([]byte, error) {
+	if pod, isPod := obj.(*corev1.Pod); compactPods && isPod && pod != nil {
+		out, err := wasm.AppendCompactPod(append(dst, member...), pod)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the compact pod: %w", err)
+		}
+		return out, nil
+	}
+	data, err := encode(obj, a)
+	if err != nil || len(data) == 0 {
+		return dst, err
+	}
+	return append(append(dst, member...), data...), nil
 }
 
 // appendHead writes abi.AdmissionRequest's members from "kind" to "userInfo", after a
@@ -293,20 +304,6 @@ func request(a *admission.Attributes) (*abi.AdmissionRequest, error) {
 		return nil, err
 	}
 	return req, nil
-}
-
-// encodeFor renders obj as encode does, or a Pod as its compact pod document (ABI §7.5)
-// for a plugin that asked for compact pods: a fraction of the bytes to write and to read.
-func encodeFor(obj runtime.Object, a *admission.Attributes, compactPods bool) (json.RawMessage, error) {
-	pod, isPod := obj.(*corev1.Pod)
-	if !compactPods || !isPod || pod == nil {
-		return encode(obj, a)
-	}
-	data, err := wasm.CompactPodJSON(pod)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the compact pod: %w", err)
-	}
-	return data, nil
 }
 
 // encode renders obj as JSON with its apiVersion and kind, as a webhook would see it.
