@@ -147,46 +147,65 @@ func TestPoolReusesTheLastInstance(t *testing.T) {
 }
 
 // TestPoolUnderContention runs more concurrent callers than the pool may hold
-// instances, some with deadlines too short to wait for one: every call either succeeds
-// or times out waiting, and no instance is lost — at the end every live instance is idle.
+// instances, each holding its instance a while, some with deadlines too short to wait
+// for one: callers queue, the pool grows to its maximum, waiters give up, and no
+// instance is lost or handed to two callers — at the end every live instance is idle.
 func TestPoolUnderContention(t *testing.T) {
+	const maxInstances = 3
 	r, _ := newTestRuntime(t)
-	p := load(t, r, wasmtest.WAT(t, "good"), PluginConfig{Limits: Limits{Instances: 1, MaxInstances: 3}})
-	var wg sync.WaitGroup
+	p := load(t, r, wasmtest.WAT(t, "good"), PluginConfig{Limits: Limits{Instances: 1, MaxInstances: maxInstances}})
+	s := p.cur.Load()
 	var mu sync.Mutex
+	held := map[*instance]bool{}
 	ok, timedOut := 0, 0
+	var wg sync.WaitGroup
 	for g := range 12 {
 		wg.Go(func() {
+			ctx := context.Background()
 			for range 50 {
-				timeout := 10 * time.Second
+				wait := 10 * time.Second
 				if g%3 == 0 {
-					timeout = 50 * time.Microsecond
+					wait = 200 * time.Microsecond
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), timeout)
-				_, err := p.Validate(ctx, admission)
-				cancel()
-				mu.Lock()
-				switch {
-				case err == nil:
-					ok++
-				case errors.Is(err, ErrTimeout):
+				in, err := s.get(ctx, time.Now().Add(wait))
+				if err != nil {
+					if !errors.Is(err, ErrTimeout) {
+						t.Errorf("get: %v", err)
+					}
+					mu.Lock()
 					timedOut++
-				default:
-					t.Errorf("call: %v", err)
+					mu.Unlock()
+					continue
 				}
+				mu.Lock()
+				if held[in] {
+					t.Error("an instance was handed to two callers at once")
+				}
+				held[in] = true
+				ok++
 				mu.Unlock()
+				time.Sleep(100 * time.Microsecond) // hold it: the others must wait or grow
+				mu.Lock()
+				delete(held, in)
+				mu.Unlock()
+				s.put(ctx, in, false)
+				if _, err := p.Validate(ctx, admission); err != nil && !errors.Is(err, ErrTimeout) {
+					t.Errorf("validate: %v", err)
+				}
 			}
 		})
 	}
 	wg.Wait()
 	if ok < 8*50 {
-		t.Errorf("%d calls succeeded, want at least the %d with long deadlines", ok, 8*50)
+		t.Errorf("%d calls got an instance, want at least the %d with long deadlines", ok, 8*50)
 	}
-	s := p.cur.Load()
 	live := len(s.slots)
-	if live < 1 || live > 3 {
-		t.Fatalf("%d live instances, want 1 to 3", live)
+	if live < 1 || live > maxInstances {
+		t.Fatalf("%d live instances, want 1 to %d", live, maxInstances)
 	}
 	waitIdle(t, p, live)
-	t.Logf("%d calls succeeded, %d timed out, %d instances", ok, timedOut, live)
+	if n := s.idleInstances(); n != live {
+		t.Errorf("%d idle instances, want all %d live ones", n, live)
+	}
+	t.Logf("%d gets served, %d timed out, %d instances", ok, timedOut, live)
 }
