@@ -38,16 +38,7 @@ func AppendCompactPod(dst []byte, p *corev1.Pod) ([]byte, error) {
 	dst, sep = appendOptMap(dst, sep, "labels", m.Labels)
 	dst, _ = appendOptMapExcept(dst, sep, "annotations", m.Annotations, lastApplied)
 	s := &p.Spec
-	dst = append(dst, `},"spec":{`...)
-	sep = false
-	dst, sep = appendOptString(dst, sep, "nodeName", s.NodeName)
-	dst, sep = appendOptMap(dst, sep, "nodeSelector", s.NodeSelector)
-	dst, sep = appendOptString(dst, sep, "schedulerName", s.SchedulerName)
-	dst, sep = appendOptString(dst, sep, "priorityClassName", s.PriorityClassName)
-	if s.Priority != nil {
-		dst, sep = appendMember(dst, sep, "priority"), true
-		dst = strconv.AppendInt(dst, int64(*s.Priority), 10)
-	}
+	dst, sep = appendSpecHead(append(dst, `},"spec":`...), s.NodeName, s.NodeSelector, s.SchedulerName, s.PriorityClassName, s.Priority)
 	// CompactPod never leaves containers nil: a pod without any has [].
 	dst = appendCoreContainers(appendMember(dst, sep, "containers"), s.Containers)
 	if len(s.InitContainers) > 0 {
@@ -77,21 +68,36 @@ func AppendCompactPod(dst []byte, p *corev1.Pod) ([]byte, error) {
 // appendCoreContainers writes containers as appendContainers writes what containers()
 // makes of them.
 func appendCoreContainers(dst []byte, cs []corev1.Container) []byte {
-	dst = append(dst, '[')
 	for i := range cs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
 		c := &cs[i]
-		dst = AppendJSONString(append(dst, `{"name":`...), c.Name)
-		if c.Image != "" {
-			dst = AppendJSONString(append(dst, `,"image":`...), c.Image)
-		}
-		dst = append(dst, `,"resources":{`...)
 		sep := false
+		dst = appendContainerHead(dst, i, c.Name, c.Image)
 		dst, sep = appendOptQuantities(dst, sep, "requests", c.Resources.Requests)
 		dst, _ = appendOptQuantities(dst, sep, "limits", c.Resources.Limits)
 		dst = append(dst, "}}"...)
+	}
+	return appendListEnd(dst, len(cs))
+}
+
+// appendContainerHead writes the i-th container of a list up to its resources' opening
+// brace, opening the list before the first.
+func appendContainerHead(dst []byte, i int, name, image string) []byte {
+	if i == 0 {
+		dst = append(dst, '[')
+	} else {
+		dst = append(dst, ',')
+	}
+	dst = AppendJSONString(append(dst, `{"name":`...), name)
+	if image != "" {
+		dst = AppendJSONString(append(dst, `,"image":`...), image)
+	}
+	return append(dst, `,"resources":{`...)
+}
+
+// appendListEnd closes a list of n elements written by appendContainerHead.
+func appendListEnd(dst []byte, n int) []byte {
+	if n == 0 {
+		return append(dst, "[]"...)
 	}
 	return append(dst, ']')
 }
@@ -126,21 +132,8 @@ func appendOptMapExcept(dst []byte, sep bool, name string, m map[string]string, 
 		return dst, sep
 	}
 	var buf [8]string
-	keys := sortedKeys(buf[:0], m)
-	dst = append(appendMember(dst, sep, name), '{')
-	first := true
-	for _, k := range keys {
-		if k == skip {
-			continue
-		}
-		if !first {
-			dst = append(dst, ',')
-		}
-		first = false
-		dst = append(AppendJSONString(dst, k), ':')
-		dst = AppendJSONString(dst, m[k])
-	}
-	return append(dst, '}'), true
+	keys := slices.DeleteFunc(sortedKeys(buf[:0], m), func(k string) bool { return k == skip })
+	return appendMapMembers(dst, sep, name, keys, m), true
 }
 
 // sortedKeys appends m's keys to buf, sorted as encoding/json sorts a map's keys.
@@ -178,16 +171,7 @@ func appendMeta(dst []byte, m *abi.ObjectMeta) []byte {
 }
 
 func appendPodSpec(dst []byte, s *abi.PodSpec) []byte {
-	dst = append(dst, '{')
-	sep := false
-	dst, sep = appendOptString(dst, sep, "nodeName", s.NodeName)
-	dst, sep = appendOptMap(dst, sep, "nodeSelector", s.NodeSelector)
-	dst, sep = appendOptString(dst, sep, "schedulerName", s.SchedulerName)
-	dst, sep = appendOptString(dst, sep, "priorityClassName", s.PriorityClassName)
-	if s.Priority != nil {
-		dst, sep = appendMember(dst, sep, "priority"), true
-		dst = strconv.AppendInt(dst, int64(*s.Priority), 10)
-	}
+	dst, sep := appendSpecHead(dst, s.NodeName, s.NodeSelector, s.SchedulerName, s.PriorityClassName, s.Priority)
 	dst = appendContainers(appendMember(dst, sep, "containers"), s.Containers)
 	if len(s.InitContainers) > 0 {
 		dst = appendContainers(appendMember(dst, true, "initContainers"), s.InitContainers)
@@ -209,27 +193,34 @@ func appendPodSpec(dst []byte, s *abi.PodSpec) []byte {
 	return append(dst, '}')
 }
 
+// appendSpecHead opens a pod spec and writes its members before the containers.
+func appendSpecHead(dst []byte, nodeName string, nodeSelector map[string]string, schedulerName, priorityClassName string, priority *int32) ([]byte, bool) {
+	dst = append(dst, '{')
+	sep := false
+	dst, sep = appendOptString(dst, sep, "nodeName", nodeName)
+	dst, sep = appendOptMap(dst, sep, "nodeSelector", nodeSelector)
+	dst, sep = appendOptString(dst, sep, "schedulerName", schedulerName)
+	dst, sep = appendOptString(dst, sep, "priorityClassName", priorityClassName)
+	if priority != nil {
+		dst, sep = appendMember(dst, sep, "priority"), true
+		dst = strconv.AppendInt(dst, int64(*priority), 10)
+	}
+	return dst, sep
+}
+
 func appendContainers(dst []byte, cs []abi.Container) []byte {
 	if cs == nil {
 		return append(dst, "null"...)
 	}
-	dst = append(dst, '[')
 	for i := range cs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
 		c := &cs[i]
-		dst = AppendJSONString(append(dst, `{"name":`...), c.Name)
-		if c.Image != "" {
-			dst = AppendJSONString(append(dst, `,"image":`...), c.Image)
-		}
-		dst = append(dst, `,"resources":{`...)
 		sep := false
+		dst = appendContainerHead(dst, i, c.Name, c.Image)
 		dst, sep = appendOptMap(dst, sep, "requests", c.Resources.Requests)
 		dst, _ = appendOptMap(dst, sep, "limits", c.Resources.Limits)
 		dst = append(dst, "}}"...)
 	}
-	return append(dst, ']')
+	return appendListEnd(dst, len(cs))
 }
 
 func appendToleration(dst []byte, t *abi.Toleration) []byte {
@@ -279,7 +270,11 @@ func appendOptMap(dst []byte, sep bool, name string, m map[string]string) ([]byt
 		return dst, sep
 	}
 	var buf [8]string // most label and selector maps: no allocation
-	keys := sortedKeys(buf[:0], m)
+	return appendMapMembers(dst, sep, name, sortedKeys(buf[:0], m), m), true
+}
+
+// appendMapMembers writes the member name with m's members keyed keys, in that order.
+func appendMapMembers(dst []byte, sep bool, name string, keys []string, m map[string]string) []byte {
 	dst = append(appendMember(dst, sep, name), '{')
 	for i, k := range keys {
 		if i > 0 {
@@ -288,7 +283,7 @@ func appendOptMap(dst []byte, sep bool, name string, m map[string]string) ([]byt
 		dst = append(AppendJSONString(dst, k), ':')
 		dst = AppendJSONString(dst, m[k])
 	}
-	return append(dst, '}'), true
+	return append(dst, '}')
 }
 
 const hexDigits = "0123456789abcdef"
