@@ -62,6 +62,10 @@ func (e *Error) Unwrap() []error {
 
 // KindOf returns the kind of err, or "" when err is nil or not a wasm error.
 func KindOf(err error) Kind {
+	if err == nil {
+		// Every successful call asks; errors.As would allocate its targets first.
+		return ""
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Kind

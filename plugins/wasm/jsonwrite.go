@@ -1,6 +1,8 @@
 package wasm
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -20,11 +22,127 @@ import (
 // CompactPodJSON returns the compact pod document of p (ABI §7.5) as JSON: the bytes
 // json.Marshal writes for CompactPod(p).
 func CompactPodJSON(p *corev1.Pod) ([]byte, error) {
-	c, err := CompactPod(p)
-	if err != nil {
-		return nil, err
+	return AppendCompactPod(make([]byte, 0, 512), p)
+}
+
+// AppendCompactPod appends the compact pod document of p (ABI §7.5), the bytes
+// json.Marshal writes for CompactPod(p), reading the Pod itself: a validating plugin's
+// first call on a create encodes it with the CPU's caches cold, where each object
+// allocated on the way (the abi.Pod, its containers and tolerations, the quantity maps)
+// costs a cache miss or more.
+func AppendCompactPod(dst []byte, p *corev1.Pod) ([]byte, error) {
+	dst = append(dst, `{"apiVersion":"v1","kind":"Pod","metadata":{`...)
+	m := &p.ObjectMeta
+	dst, sep := appendOptStrings(dst, false,
+		member{"name", m.Name}, member{"namespace", m.Namespace}, member{"uid", string(m.UID)}, member{"resourceVersion", m.ResourceVersion})
+	dst, sep = appendOptMap(dst, sep, "labels", m.Labels)
+	dst, _ = appendOptMapExcept(dst, sep, "annotations", m.Annotations, lastApplied)
+	s := &p.Spec
+	dst, sep = appendSpecHead(append(dst, `},"spec":`...), s.NodeName, s.NodeSelector, s.SchedulerName, s.PriorityClassName, s.Priority)
+	// CompactPod never leaves containers nil: a pod without any has [].
+	dst = appendCoreContainers(appendMember(dst, sep, "containers"), s.Containers)
+	if len(s.InitContainers) > 0 {
+		dst = appendCoreContainers(appendMember(dst, true, "initContainers"), s.InitContainers)
 	}
-	return AppendPodJSON(make([]byte, 0, 512), c), nil
+	if len(s.Tolerations) > 0 {
+		dst = append(appendMember(dst, true, "tolerations"), '[')
+		for i := range s.Tolerations {
+			t := &s.Tolerations[i]
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendToleration(dst, &abi.Toleration{Key: t.Key, Operator: string(t.Operator), Value: t.Value, Effect: string(t.Effect), TolerationSeconds: t.TolerationSeconds})
+		}
+		dst = append(dst, ']')
+	}
+	if s.Affinity != nil {
+		b, err := json.Marshal(s.Affinity)
+		if err != nil {
+			return nil, fmt.Errorf("encode affinity of pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		dst = append(appendMember(dst, true, "affinity"), b...)
+	}
+	return append(dst, "}}"...), nil
+}
+
+// appendCoreContainers writes containers as appendContainers writes what containers()
+// makes of them.
+func appendCoreContainers(dst []byte, cs []corev1.Container) []byte {
+	for i := range cs {
+		c := &cs[i]
+		sep := false
+		dst = appendContainerHead(dst, i, c.Name, c.Image)
+		dst, sep = appendOptQuantities(dst, sep, "requests", c.Resources.Requests)
+		dst, _ = appendOptQuantities(dst, sep, "limits", c.Resources.Limits)
+		dst = append(dst, "}}"...)
+	}
+	return appendListEnd(dst, len(cs))
+}
+
+// appendContainerHead writes the i-th container of a list up to its resources' opening
+// brace, opening the list before the first.
+func appendContainerHead(dst []byte, i int, name, image string) []byte {
+	if i == 0 {
+		dst = append(dst, '[')
+	} else {
+		dst = append(dst, ',')
+	}
+	dst = AppendJSONString(append(dst, `{"name":`...), name)
+	if image != "" {
+		dst = AppendJSONString(append(dst, `,"image":`...), image)
+	}
+	return append(dst, `,"resources":{`...)
+}
+
+// appendListEnd closes a list of n elements written by appendContainerHead.
+func appendListEnd(dst []byte, n int) []byte {
+	if n == 0 {
+		return append(dst, "[]"...)
+	}
+	return append(dst, ']')
+}
+
+// appendOptQuantities writes an omitempty resource list as the map of strings
+// quantities() makes of it.
+func appendOptQuantities(dst []byte, sep bool, name string, l corev1.ResourceList) ([]byte, bool) {
+	if len(l) == 0 {
+		return dst, sep
+	}
+	var buf [8]corev1.ResourceName
+	keys := sortedKeys(buf[:0], l)
+	dst = append(appendMember(dst, sep, name), '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		q := l[k]
+		dst = append(AppendJSONString(dst, string(k)), ':')
+		dst = AppendJSONString(dst, q.String())
+	}
+	return append(dst, '}'), true
+}
+
+// appendOptMapExcept is appendOptMap without the member keyed skip; a map left empty
+// is omitted.
+func appendOptMapExcept(dst []byte, sep bool, name string, m map[string]string, skip string) ([]byte, bool) {
+	if _, ok := m[skip]; !ok {
+		return appendOptMap(dst, sep, name, m)
+	}
+	if len(m) == 1 {
+		return dst, sep
+	}
+	var buf [8]string
+	keys := slices.DeleteFunc(sortedKeys(buf[:0], m), func(k string) bool { return k == skip })
+	return appendMapMembers(dst, sep, name, keys, m), true
+}
+
+// sortedKeys appends m's keys to buf, sorted as encoding/json sorts a map's keys.
+func sortedKeys[K ~string, V any](buf []K, m map[K]V) []K {
+	for k := range m {
+		buf = append(buf, k)
+	}
+	slices.Sort(buf)
+	return buf
 }
 
 // AppendPodJSON appends what json.Marshal writes for p.
@@ -53,16 +171,7 @@ func appendMeta(dst []byte, m *abi.ObjectMeta) []byte {
 }
 
 func appendPodSpec(dst []byte, s *abi.PodSpec) []byte {
-	dst = append(dst, '{')
-	sep := false
-	dst, sep = appendOptString(dst, sep, "nodeName", s.NodeName)
-	dst, sep = appendOptMap(dst, sep, "nodeSelector", s.NodeSelector)
-	dst, sep = appendOptString(dst, sep, "schedulerName", s.SchedulerName)
-	dst, sep = appendOptString(dst, sep, "priorityClassName", s.PriorityClassName)
-	if s.Priority != nil {
-		dst, sep = appendMember(dst, sep, "priority"), true
-		dst = strconv.AppendInt(dst, int64(*s.Priority), 10)
-	}
+	dst, sep := appendSpecHead(dst, s.NodeName, s.NodeSelector, s.SchedulerName, s.PriorityClassName, s.Priority)
 	dst = appendContainers(appendMember(dst, sep, "containers"), s.Containers)
 	if len(s.InitContainers) > 0 {
 		dst = appendContainers(appendMember(dst, true, "initContainers"), s.InitContainers)
@@ -84,27 +193,34 @@ func appendPodSpec(dst []byte, s *abi.PodSpec) []byte {
 	return append(dst, '}')
 }
 
+// appendSpecHead opens a pod spec and writes its members before the containers.
+func appendSpecHead(dst []byte, nodeName string, nodeSelector map[string]string, schedulerName, priorityClassName string, priority *int32) ([]byte, bool) {
+	dst = append(dst, '{')
+	sep := false
+	dst, sep = appendOptString(dst, sep, "nodeName", nodeName)
+	dst, sep = appendOptMap(dst, sep, "nodeSelector", nodeSelector)
+	dst, sep = appendOptString(dst, sep, "schedulerName", schedulerName)
+	dst, sep = appendOptString(dst, sep, "priorityClassName", priorityClassName)
+	if priority != nil {
+		dst, sep = appendMember(dst, sep, "priority"), true
+		dst = strconv.AppendInt(dst, int64(*priority), 10)
+	}
+	return dst, sep
+}
+
 func appendContainers(dst []byte, cs []abi.Container) []byte {
 	if cs == nil {
 		return append(dst, "null"...)
 	}
-	dst = append(dst, '[')
 	for i := range cs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
 		c := &cs[i]
-		dst = AppendJSONString(append(dst, `{"name":`...), c.Name)
-		if c.Image != "" {
-			dst = AppendJSONString(append(dst, `,"image":`...), c.Image)
-		}
-		dst = append(dst, `,"resources":{`...)
 		sep := false
+		dst = appendContainerHead(dst, i, c.Name, c.Image)
 		dst, sep = appendOptMap(dst, sep, "requests", c.Resources.Requests)
 		dst, _ = appendOptMap(dst, sep, "limits", c.Resources.Limits)
 		dst = append(dst, "}}"...)
 	}
-	return append(dst, ']')
+	return appendListEnd(dst, len(cs))
 }
 
 func appendToleration(dst []byte, t *abi.Toleration) []byte {
@@ -153,11 +269,12 @@ func appendOptMap(dst []byte, sep bool, name string, m map[string]string) ([]byt
 	if len(m) == 0 {
 		return dst, sep
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	var buf [8]string // most label and selector maps: no allocation
+	return appendMapMembers(dst, sep, name, sortedKeys(buf[:0], m), m), true
+}
+
+// appendMapMembers writes the member name with m's members keyed keys, in that order.
+func appendMapMembers(dst []byte, sep bool, name string, keys []string, m map[string]string) []byte {
 	dst = append(appendMember(dst, sep, name), '{')
 	for i, k := range keys {
 		if i > 0 {
@@ -166,7 +283,7 @@ func appendOptMap(dst []byte, sep bool, name string, m map[string]string) ([]byt
 		dst = append(AppendJSONString(dst, k), ':')
 		dst = AppendJSONString(dst, m[k])
 	}
-	return append(dst, '}'), true
+	return append(dst, '}')
 }
 
 // AppendJSONString appends s as encoding/json writes a string: quoted, with <, > and &

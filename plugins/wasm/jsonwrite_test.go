@@ -210,3 +210,64 @@ func benchPod() *corev1.Pod {
 		},
 	}
 }
+
+// TestAppendCompactPod: written from the Pod itself, the document is still
+// json.Marshal(CompactPod(pod)), whatever the pod holds.
+func TestAppendCompactPod(t *testing.T) {
+	many := map[string]string{}
+	for i := range 20 { // more keys than the appenders sort without allocating
+		many[strings.Repeat("k", 20-i)+trickyStrings[i%len(trickyStrings)]] = trickyStrings[(i+3)%len(trickyStrings)]
+	}
+	prio, secs := int32(-3), int64(0)
+	cases := map[string]func(p *corev1.Pod){
+		"as the server holds it": func(*corev1.Pod) {},
+		"no containers":          func(p *corev1.Pod) { p.Spec.Containers = nil },
+		"only the last-applied annotation": func(p *corev1.Pod) {
+			p.Annotations = map[string]string{lastApplied: "{}"}
+		},
+		"last-applied among others": func(p *corev1.Pod) {
+			p.Annotations = map[string]string{lastApplied: "{}", "z": "1", "a": "<&>", "m": "\u2028"}
+		},
+		"many labels and annotations": func(p *corev1.Pod) { p.Labels, p.Annotations = many, many },
+		"tricky strings everywhere": func(p *corev1.Pod) {
+			p.Name, p.Namespace, p.UID, p.ResourceVersion = trickyStrings[3], trickyStrings[4], "u\x00", trickyStrings[7]
+			p.Spec.NodeName, p.Spec.SchedulerName, p.Spec.PriorityClassName = trickyStrings[5], trickyStrings[6], trickyStrings[8]
+			p.Spec.NodeSelector = map[string]string{trickyStrings[9]: trickyStrings[10], "": ""}
+			p.Spec.Containers[0].Name, p.Spec.Containers[0].Image = trickyStrings[2], ""
+		},
+		"everything else": func(p *corev1.Pod) {
+			p.Spec.Priority = &prio
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1.5"), "example.com/gpu": resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+			}})
+			p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox"}}
+			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists, TolerationSeconds: &secs},
+				corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule})
+			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}}}}}
+		},
+		"empty affinity": func(p *corev1.Pod) { p.Spec.Affinity = &corev1.Affinity{} },
+		"empty pod":      func(p *corev1.Pod) { *p = corev1.Pod{} },
+	}
+	for name, change := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod := benchPod()
+			change(pod)
+			c, err := CompactPod(pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := json.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := AppendCompactPod([]byte("prefix"), pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != "prefix"+string(want) {
+				t.Fatalf("\n got %s\nwant prefix%s", got, want)
+			}
+		})
+	}
+}

@@ -390,17 +390,25 @@ type opaInstance struct {
 	evalCtx, requestPath, reviewPath uint32
 	aborted                          string
 	maxOut                           int
+	// stack holds call1's arguments and result (no export the host calls takes more).
+	stack [4]uint64
 }
 
+// call1 calls an export of the policy with at most four arguments and returns its one
+// result, if it has one. It passes the arguments on the instance's own stack
+// (CallWithStack): an evaluation crosses into the guest about ten times, and Call would
+// allocate the arguments and the results of each crossing.
 func (o *opaInstance) call1(ctx context.Context, name string, args ...uint64) (uint32, error) {
-	res, err := o.fn[name].Call(ctx, args...)
-	if err != nil {
+	f := o.fn[name]
+	stack := o.stack[:max(len(args), 1)]
+	copy(stack, args)
+	if err := f.CallWithStack(ctx, stack); err != nil {
 		return 0, fmt.Errorf("%s: %w", name, err)
 	}
-	if len(res) == 0 {
+	if len(f.Definition().ResultTypes()) == 0 {
 		return 0, nil
 	}
-	return api.DecodeU32(res[0]), nil
+	return api.DecodeU32(stack[0]), nil
 }
 
 // dump returns the JSON of the value at addr.

@@ -255,7 +255,7 @@ func (p *Plugin) invoke(ctx context.Context, hook string, build func(*instance) 
 	if s == nil {
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrClosed}
 	}
-	defer s.release(context.WithoutCancel(ctx))
+	defer s.release(ctx)
 	if !s.mod.e.hooks[hook] {
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrNotImplemented}
 	}

@@ -3,6 +3,7 @@ package wasm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,11 +17,11 @@ type instanceSet struct {
 	p   *Plugin
 	mod *Module
 
-	idle  chan *instance // instances ready for a call
-	slots chan struct{}  // one token per live instance, bounding the pool
-	refs  atomic.Int64   // 1 while current, plus one per call in flight
-	done  chan struct{}  // closed when the set has been drained and closed
-	mu    sync.Mutex     // guards closing
+	idle  idleStack     // instances ready for a call, the most recently used on top
+	slots chan struct{} // one token per live instance, bounding the pool
+	refs  atomic.Int64  // 1 while current, plus one per call in flight
+	done  chan struct{} // closed when the set has been drained and closed
+	mu    sync.Mutex    // guards closing
 	flags abi.ConfigureResponse
 	// flagsOnce keeps the configure flags of the first instance: every instance gets the
 	// same configuration, so they answer the same.
@@ -33,7 +34,6 @@ func newInstanceSet(ctx context.Context, p *Plugin, mod *Module) (*instanceSet, 
 	s := &instanceSet{
 		p:     p,
 		mod:   mod,
-		idle:  make(chan *instance, p.limits.MaxInstances),
 		slots: make(chan struct{}, p.limits.MaxInstances),
 		done:  make(chan struct{}),
 		brk:   newBreaker(p.r.cfg),
@@ -53,7 +53,7 @@ func newInstanceSet(ctx context.Context, p *Plugin, mod *Module) (*instanceSet, 
 			s.closeIdle(ctx)
 			return nil, err
 		}
-		s.idle <- in
+		s.idle.put(in)
 	}
 	return s, nil
 }
@@ -71,9 +71,12 @@ func (s *instanceSet) tryAcquire() bool {
 	}
 }
 
-// release drops a reference; the last one closes every instance.
+// release drops a reference; the last one closes every instance, whatever becomes of
+// ctx (the caller's request may be over by then). ctx is detached only then: a call's
+// release is on every call's path, and context.WithoutCancel allocates.
 func (s *instanceSet) release(ctx context.Context) {
 	if s.refs.Add(-1) == 0 {
+		ctx = context.WithoutCancel(ctx)
 		s.closeIdle(ctx)
 		if err := s.mod.Close(ctx); err != nil {
 			s.p.r.log.Warn("closing replaced module", "plugin", s.p.label, "err", err)
@@ -83,34 +86,39 @@ func (s *instanceSet) release(ctx context.Context) {
 }
 
 // get returns an idle instance, creates one if the pool is below its maximum, or waits
-// for one to come back.
+// for one to come back. The idle instance returned is the one used last: a plugin called
+// one call at a time keeps running on one instance whose memory is still in the CPU's
+// caches, instead of going round the pool and touching each instance's memory in turn.
 func (s *instanceSet) get(ctx context.Context, deadline time.Time) (*instance, error) {
-	select {
-	case in := <-s.idle:
+	if in := s.idle.pop(); in != nil {
 		return in, nil
-	default:
 	}
 	// Only a caller that has to wait pays for a timer.
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	w, in := s.idle.wait()
+	if in != nil {
+		return in, nil
+	}
 	select {
-	case in := <-s.idle:
+	case in := <-w:
 		return in, nil
 	case s.slots <- struct{}{}:
-		return s.grow(ctx)
+		return s.grow(ctx, w)
 	case <-ctx.Done():
+		s.idle.cancel(w)
 		return nil, &Error{Plugin: s.p.label, Kind: ErrTimeout, Err: fmt.Errorf("waiting for a free instance: %w", context.Cause(ctx))}
 	}
 }
 
-// grow adds one instance to the pool (the caller holds its slot) and returns the first
-// idle instance. Instantiation runs under InitTimeout, not under the caller's deadline:
-// starting a standard-Go guest takes milliseconds, far more on a loaded machine, and a
-// call's deadline (1 s by default, less what the request already spent) would kill it
-// half-made — after a swap, call after call, the pool would never grow. A caller that
-// gives up leaves the new instance to the next one; an instance returned by another call
-// meanwhile is taken first.
-func (s *instanceSet) grow(ctx context.Context) (*instance, error) {
+// grow adds one instance to the pool (the caller holds its slot and waits on w) and
+// returns the first instance handed to w. Instantiation runs under InitTimeout, not under
+// the caller's deadline: starting a standard-Go guest takes milliseconds, far more on a
+// loaded machine, and a call's deadline (1 s by default, less what the request already
+// spent) would kill it half-made — after a swap, call after call, the pool would never
+// grow. A caller that gives up leaves the new instance to the next one; an instance
+// returned by another call meanwhile is taken first.
+func (s *instanceSet) grow(ctx context.Context, w chan *instance) (*instance, error) {
 	// The caller's reference keeps the set open now; this one keeps it open until the new
 	// instance is in the pool, so a drain that happens meanwhile closes it there.
 	s.refs.Add(1)
@@ -123,14 +131,16 @@ func (s *instanceSet) grow(ctx context.Context) (*instance, error) {
 			errc <- err
 			return
 		}
-		s.idle <- in
+		s.idle.put(in)
 	}()
 	select {
-	case in := <-s.idle:
+	case in := <-w:
 		return in, nil
 	case err := <-errc:
+		s.idle.cancel(w)
 		return nil, err
 	case <-ctx.Done():
+		s.idle.cancel(w)
 		return nil, &Error{Plugin: s.p.label, Kind: ErrTimeout, Err: fmt.Errorf("waiting for a new instance: %w", context.Cause(ctx))}
 	}
 }
@@ -144,7 +154,7 @@ func (s *instanceSet) put(ctx context.Context, in *instance, discard bool) {
 		s.refill(ctx)
 		return
 	}
-	s.idle <- in
+	s.idle.put(in)
 }
 
 // refill starts a replacement in the background when a discard left the set below the
@@ -170,23 +180,103 @@ func (s *instanceSet) refill(ctx context.Context) {
 			s.p.r.log.Warn("replacing a discarded instance", "plugin", s.p.label, "err", err)
 			return
 		}
-		s.idle <- in
+		s.idle.put(in)
 	}()
 }
 
 // idleInstances is how many instances wait for a call (tests).
-func (s *instanceSet) idleInstances() int { return len(s.idle) }
+func (s *instanceSet) idleInstances() int { return s.idle.len() }
 
 func (s *instanceSet) closeIdle(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for {
-		select {
-		case in := <-s.idle:
-			in.close(ctx)
-			<-s.slots
-		default:
-			return
-		}
+	for _, in := range s.idle.takeAll() {
+		in.close(ctx)
+		<-s.slots
 	}
+}
+
+// idleStack holds a pool's idle instances, last in first out, and the callers waiting for
+// one, first come first served. An instance put back goes to the longest waiting caller,
+// if any, and on top of the stack otherwise.
+type idleStack struct {
+	mu      sync.Mutex
+	free    []*instance
+	waiters []chan *instance // each buffered for one instance
+}
+
+// pop returns the instance on top of the stack, or nil if there is none.
+func (st *idleStack) pop() *instance {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.popLocked()
+}
+
+func (st *idleStack) popLocked() *instance {
+	n := len(st.free)
+	if n == 0 {
+		return nil
+	}
+	in := st.free[n-1]
+	st.free[n-1] = nil
+	st.free = st.free[:n-1]
+	return in
+}
+
+// put hands in to the longest waiting caller, or pushes it on the stack.
+func (st *idleStack) put(in *instance) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.waiters) > 0 {
+		w := st.waiters[0]
+		st.waiters[0] = nil
+		st.waiters = st.waiters[1:]
+		w <- in // buffered: never blocks
+		return
+	}
+	st.free = append(st.free, in)
+}
+
+// wait returns an instance if one was put since the caller last looked; otherwise it
+// queues the caller and returns the channel its instance will be handed on. A caller that
+// stops waiting must call cancel.
+func (st *idleStack) wait() (chan *instance, *instance) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if in := st.popLocked(); in != nil {
+		return nil, in
+	}
+	w := make(chan *instance, 1)
+	st.waiters = append(st.waiters, w)
+	return w, nil
+}
+
+// cancel takes a caller that gives up off the queue; an instance already handed to it
+// goes to the next waiter or back on the stack.
+func (st *idleStack) cancel(w chan *instance) {
+	st.mu.Lock()
+	if i := slices.Index(st.waiters, w); i >= 0 {
+		st.waiters = slices.Delete(st.waiters, i, i+1)
+		st.mu.Unlock()
+		return
+	}
+	st.mu.Unlock()
+	// Off the queue, so put has handed it an instance (under the lock, into its buffer).
+	st.put(<-w)
+}
+
+// len is how many instances are on the stack.
+func (st *idleStack) len() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.free)
+}
+
+// takeAll empties the stack and returns what was on it.
+func (st *idleStack) takeAll() []*instance {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	free := st.free
+	st.free = nil
+	return free
 }

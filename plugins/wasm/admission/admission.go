@@ -5,12 +5,16 @@ package admission
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
 	"reflect"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wasmplane/wasmplane/core/admission"
@@ -56,6 +60,9 @@ type Plugin struct {
 	NoReinvocation bool
 	// Log receives skipped failures.
 	Log *slog.Logger
+
+	// uids gives each call a uid of its own.
+	uids uidSource
 }
 
 // Name implements admission.Mutator and admission.Validator.
@@ -69,7 +76,7 @@ func (p *Plugin) Reinvoke() bool { return !p.NoReinvocation }
 func (p *Plugin) Admit(ctx context.Context, a *admission.Attributes) error {
 	var resp *abi.MutateResponse
 	if c, ok := p.Caller.(EncodedCaller); ok {
-		req, err := requestJSON(a, false)
+		req, err := p.requestJSON(a, false)
 		if err != nil {
 			return apierrors.NewInternalError(err)
 		}
@@ -109,7 +116,7 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 	if c, ok := p.Caller.(EncodedCaller); ok {
 		var encErr, err error
 		resp, err = c.ValidateJSON(ctx, func(dst []byte, compactPods bool) ([]byte, error) {
-			req, err := appendRequest(dst, a, compactPods)
+			req, err := p.appendRequest(dst, a, compactPods)
 			encErr = err
 			return req, err
 		})
@@ -174,51 +181,98 @@ type memoKey struct{ compactPods bool }
 const uidPrefix = `{"uid":"`
 
 // requestJSON returns the JSON of request(a), as encoding/json writes it (appendRequest).
-func requestJSON(a *admission.Attributes, compactPods bool) ([]byte, error) {
-	return appendRequest(nil, a, compactPods)
+func (p *Plugin) requestJSON(a *admission.Attributes, compactPods bool) ([]byte, error) {
+	return p.appendRequest(nil, a, compactPods)
 }
 
 // appendRequest appends the JSON of request(a) to dst. Everything after the uid is encoded
 // once per admission phase and shared by the plugins that see the request (the chain drops
 // it when a plugin changes the object); each call still gets a uid of its own, as each
 // webhook call does in Kubernetes.
-func appendRequest(dst []byte, a *admission.Attributes, compactPods bool) ([]byte, error) {
+func (p *Plugin) appendRequest(dst []byte, a *admission.Attributes, compactPods bool) ([]byte, error) {
 	shared, err := a.Shared(memoKey{compactPods}, func() (any, error) { return requestBody(a, compactPods) })
 	if err != nil {
 		return nil, err
 	}
 	body := shared.([]byte)
-	uid := uuid.NewUUID() // hex digits and dashes: nothing to escape
 	if dst == nil {
-		dst = make([]byte, 0, len(uidPrefix)+len(uid)+1+len(body))
+		dst = make([]byte, 0, len(uidPrefix)+uuidLen+1+len(body))
 	}
-	dst = append(append(append(dst, uidPrefix...), uid...), '"')
+	dst = append(p.uids.append(append(dst, uidPrefix...)), '"') // hex digits and dashes: nothing to escape
 	return append(dst, body...), nil
 }
 
+// uuidLen is the length of a UUID's text.
+const uuidLen = 36
+
+// uidSource makes the uids of a plugin's calls: random UUIDs (version 4) of which the
+// random bits are drawn once and the last 64 count calls, so that each call's uid is its
+// own, as unlikely to collide with another plugin's as independent random UUIDs are,
+// without reading the system's random source on every call (a lone plugin's call on a
+// create runs with the CPU's caches cold, where that read is a few microseconds).
+type uidSource struct {
+	once   sync.Once
+	hi, lo uint64
+	n      atomic.Uint64
+}
+
+// append appends the next uid's text.
+func (u *uidSource) append(dst []byte) []byte {
+	u.once.Do(func() {
+		var b [16]byte
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+		u.hi, u.lo = binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+	})
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], u.hi)
+	binary.BigEndian.PutUint64(b[8:], u.lo+u.n.Add(1))
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // variant 10 (RFC 9562)
+	for i, c := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			dst = append(dst, '-')
+		}
+		dst = append(dst, hexDigits[c>>4], hexDigits[c&0xf])
+	}
+	return dst
+}
+
+const hexDigits = "0123456789abcdef"
+
 // requestBody encodes the members of request(a) after the uid, from the comma before
 // "kind" to the closing brace: the objects are spliced in rather than copied by a second
-// pass of encoding/json over a RawMessage.
+// pass of encoding/json over a RawMessage, and compact pods are written in place.
 func requestBody(a *admission.Attributes, compactPods bool) ([]byte, error) {
-	obj, err := encodeFor(a.Object, a, compactPods)
-	if err != nil {
+	body := appendHead(make([]byte, 0, 1024), a)
+	var err error
+	if body, err = appendObject(body, `,"object":`, a.Object, a, compactPods); err != nil {
 		return nil, err
 	}
-	old, err := encodeFor(a.OldObject, a, compactPods)
-	if err != nil {
+	if body, err = appendObject(body, `,"oldObject":`, a.OldObject, a, compactPods); err != nil {
 		return nil, err
-	}
-	body := appendHead(make([]byte, 0, 256+len(obj)+len(old)), a)
-	if len(obj) > 0 {
-		body = append(append(body, `,"object":`...), obj...)
-	}
-	if len(old) > 0 {
-		body = append(append(body, `,"oldObject":`...), old...)
 	}
 	if a.DryRun {
 		body = append(body, `,"dryRun":true`...)
 	}
 	return append(body, '}'), nil
+}
+
+// appendObject appends member and obj as encode renders it, or a Pod as its compact pod
+// document (ABI §7.5) for a plugin that asked for compact pods (a fraction of the bytes
+// to write and to read); nothing if obj is nil.
+func appendObject(dst []byte, member string, obj runtime.Object, a *admission.Attributes, compactPods bool) ([]byte, error) {
+	if pod, isPod := obj.(*corev1.Pod); compactPods && isPod && pod != nil {
+		out, err := wasm.AppendCompactPod(append(dst, member...), pod)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the compact pod: %w", err)
+		}
+		return out, nil
+	}
+	data, err := encode(obj, a)
+	if err != nil || len(data) == 0 {
+		return dst, err
+	}
+	return append(append(dst, member...), data...), nil
 }
 
 // appendHead writes abi.AdmissionRequest's members from "kind" to "userInfo", after a
@@ -293,20 +347,6 @@ func request(a *admission.Attributes) (*abi.AdmissionRequest, error) {
 		return nil, err
 	}
 	return req, nil
-}
-
-// encodeFor renders obj as encode does, or a Pod as its compact pod document (ABI §7.5)
-// for a plugin that asked for compact pods: a fraction of the bytes to write and to read.
-func encodeFor(obj runtime.Object, a *admission.Attributes, compactPods bool) (json.RawMessage, error) {
-	pod, isPod := obj.(*corev1.Pod)
-	if !compactPods || !isPod || pod == nil {
-		return encode(obj, a)
-	}
-	data, err := wasm.CompactPodJSON(pod)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the compact pod: %w", err)
-	}
-	return data, nil
 }
 
 // encode renders obj as JSON with its apiVersion and kind, as a webhook would see it.

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -122,6 +124,90 @@ func TestRequestJSON(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRequestUIDs checks the uids the adapter gives calls: each call's is its own and a
+// version-4 UUID, from one plugin and across plugins, on the same request and across
+// concurrent calls.
+func TestRequestUIDs(t *testing.T) {
+	tests := []struct {
+		name             string
+		plugins, callers int
+		calls            int // per caller
+	}{
+		{"one plugin, one request after another", 1, 1, 1000},
+		{"plugins on the same requests", 5, 1, 200},
+		{"concurrent callers", 2, 8, 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &uidRecorder{seen: map[string]bool{}}
+			plugins := make([]*wasmadmission.Plugin, tt.plugins)
+			for i := range plugins {
+				plugins[i] = &wasmadmission.Plugin{PluginName: fmt.Sprintf("p%d", i), Caller: rec}
+			}
+			var wg sync.WaitGroup
+			for range tt.callers {
+				wg.Go(func() {
+					for range tt.calls {
+						a := attrs() // one request, seen by every plugin
+						for _, p := range plugins {
+							if err := p.Validate(context.Background(), a); err != nil {
+								t.Error(err)
+								return
+							}
+						}
+					}
+				})
+			}
+			wg.Wait()
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			for _, err := range rec.errs {
+				t.Error(err)
+			}
+			if want := tt.plugins * tt.callers * tt.calls; len(rec.seen) != want {
+				t.Errorf("%d distinct uids, want %d", len(rec.seen), want)
+			}
+		})
+	}
+}
+
+// uuidV4 matches the text of a version-4 UUID.
+var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+// uidRecorder is an EncodedCaller, safe for concurrent calls, that allows every request
+// and records its uid, and what was wrong with it.
+type uidRecorder struct {
+	caller
+	mu   sync.Mutex
+	seen map[string]bool
+	errs []error
+}
+
+func (r *uidRecorder) MutateJSON(context.Context, []byte) (*abi.MutateResponse, error) {
+	return &abi.MutateResponse{Allowed: true}, nil
+}
+
+func (r *uidRecorder) ValidateJSON(_ context.Context, build func(dst []byte, compactPods bool) ([]byte, error)) (*abi.ValidateResponse, error) {
+	raw, err := build(nil, true)
+	if err != nil {
+		return nil, err
+	}
+	var req abi.AdmissionRequest
+	err = json.Unmarshal(raw, &req)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err != nil:
+		r.errs = append(r.errs, err)
+	case !uuidV4.MatchString(req.UID):
+		r.errs = append(r.errs, fmt.Errorf("uid %q is not a version-4 UUID", req.UID))
+	case r.seen[req.UID]:
+		r.errs = append(r.errs, fmt.Errorf("uid %q given twice", req.UID))
+	}
+	r.seen[req.UID] = true
+	return &abi.ValidateResponse{Allowed: true}, nil
 }
 
 // source is an admission.Source of fixed plugins.
