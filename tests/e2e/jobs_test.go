@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -165,15 +166,43 @@ func TestJobs(t *testing.T) {
 	})
 	t.Run("completions 5 parallelism 2", func(t *testing.T) {
 		t.Parallel()
+		// Parallelism caps the unfinished pods while the Job runs. They are counted from
+		// a pod watch started before the Job: on a fast machine the whole Job runs
+		// within a poll interval, so polling the Job's status can see no active pod.
+		w, err := e.cs.CoreV1().Pods("default").Watch(context.Background(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=five"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
 		e.mustKubectl(t, fiveJob, "create", "-f", "-")
-		// Parallelism caps the running pods while the Job runs.
-		var most int32
-		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 120*time.Second, true, func(ctx context.Context) (bool, error) {
+		unfinished := map[string]bool{}
+		most := 0
+		err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 120*time.Second, true, func(ctx context.Context) (bool, error) {
+			for drained := false; !drained; {
+				select {
+				case ev, ok := <-w.ResultChan():
+					if !ok {
+						return false, errors.New("the pod watch ended")
+					}
+					p, isPod := ev.Object.(*corev1.Pod)
+					if !isPod {
+						continue
+					}
+					done := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+					if ev.Type == watch.Deleted || done {
+						delete(unfinished, p.Name)
+					} else {
+						unfinished[p.Name] = true
+					}
+					most = max(most, len(unfinished))
+				default:
+					drained = true
+				}
+			}
 			j, err := e.cs.BatchV1().Jobs("default").Get(ctx, "five", metav1.GetOptions{})
 			if err != nil {
 				return false, err
 			}
-			most = max(most, j.Status.Active)
 			return hasCond(j, batchv1.JobComplete, "CompletionsReached"), nil
 		})
 		if err != nil {
