@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -228,16 +229,12 @@ func (u *uidSource) append(dst []byte) []byte {
 	binary.BigEndian.PutUint64(b[8:], u.lo+u.n.Add(1))
 	b[6] = b[6]&0x0f | 0x40 // version 4
 	b[8] = b[8]&0x3f | 0x80 // variant 10 (RFC 9562)
-	for i, c := range b {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			dst = append(dst, '-')
-		}
-		dst = append(dst, hexDigits[c>>4], hexDigits[c&0xf])
+	dst = hex.AppendEncode(dst, b[:4])
+	for _, part := range [][]byte{b[4:6], b[6:8], b[8:10], b[10:]} {
+		dst = hex.AppendEncode(append(dst, '-'), part)
 	}
 	return dst
 }
-
-const hexDigits = "0123456789abcdef"
 
 // requestBody encodes the members of request(a) after the uid, from the comma before
 // "kind" to the closing brace: the objects are spliced in rather than copied by a second
