@@ -178,26 +178,16 @@ func TestJobs(t *testing.T) {
 		unfinished := map[string]bool{}
 		most := 0
 		err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 120*time.Second, true, func(ctx context.Context) (bool, error) {
-			for drained := false; !drained; {
-				select {
-				case ev, ok := <-w.ResultChan():
-					if !ok {
-						return false, errors.New("the pod watch ended")
-					}
-					p, isPod := ev.Object.(*corev1.Pod)
-					if !isPod {
-						continue
-					}
-					done := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-					if ev.Type == watch.Deleted || done {
-						delete(unfinished, p.Name)
-					} else {
-						unfinished[p.Name] = true
-					}
-					most = max(most, len(unfinished))
-				default:
-					drained = true
+			if err := drainPodEvents(w, func(typ watch.EventType, p *corev1.Pod) {
+				done := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+				if typ == watch.Deleted || done {
+					delete(unfinished, p.Name)
+				} else {
+					unfinished[p.Name] = true
 				}
+				most = max(most, len(unfinished))
+			}); err != nil {
+				return false, err
 			}
 			j, err := e.cs.BatchV1().Jobs("default").Get(ctx, "five", metav1.GetOptions{})
 			if err != nil {
@@ -267,21 +257,13 @@ func TestJobs(t *testing.T) {
 		seen := map[string]bool{}
 		failed := false
 		err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 120*time.Second, true, func(ctx context.Context) (bool, error) {
-			for drained := false; !drained; {
-				select {
-				case ev, ok := <-w.ResultChan():
-					if !ok {
-						return false, errors.New("the pod watch ended")
-					}
-					if p, isPod := ev.Object.(*corev1.Pod); isPod {
-						seen[p.Name] = true
-						for _, cs := range p.Status.ContainerStatuses {
-							restarts = max(restarts, cs.RestartCount)
-						}
-					}
-				default:
-					drained = true
+			if err := drainPodEvents(w, func(_ watch.EventType, p *corev1.Pod) {
+				seen[p.Name] = true
+				for _, cs := range p.Status.ContainerStatuses {
+					restarts = max(restarts, cs.RestartCount)
 				}
+			}); err != nil {
+				return false, err
 			}
 			if !failed {
 				j, err := e.cs.BatchV1().Jobs("default").Get(ctx, "restarting", metav1.GetOptions{})
@@ -355,4 +337,22 @@ spec:
 			}
 		}
 	})
+}
+
+// drainPodEvents hands each pod event already delivered on w to each, without waiting
+// for more; it fails when the watch has ended.
+func drainPodEvents(w watch.Interface, each func(watch.EventType, *corev1.Pod)) error {
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return errors.New("the pod watch ended")
+			}
+			if p, isPod := ev.Object.(*corev1.Pod); isPod {
+				each(ev.Type, p)
+			}
+		default:
+			return nil
+		}
+	}
 }
