@@ -62,13 +62,23 @@ func TestBuiltinRuntimeClass(t *testing.T) {
 	_, err = cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 	wantStatus(t, err, 403, "conflict: runtimeClass.scheduling.nodeSelector[sandbox] = gvisor; pod.spec.nodeSelector[sandbox] = kata")
 
-	// A deleted class refuses new pods at once: the lookup falls back to storage.
+	// A deleted class refuses new pods once the watch cache has seen the delete: the
+	// lookup reads the cache and falls back to storage only when the class is missing
+	// there, as Kubernetes' plugin reads its informer, so a pod created in between is
+	// admitted (and deleted here before the next try, under a generated name).
 	if err := cs.NodeV1().RuntimeClasses().Delete(ctx, "sandboxed", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	p = simplePod("after-delete")
-	p.Spec.RuntimeClassName = ptr.To("sandboxed")
-	_, err = cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+	waitfor.Condition(t, 20*time.Second, "pods of the deleted class to be refused", func(ctx context.Context) (bool, error) {
+		p := simplePod("")
+		p.GenerateName = "after-delete-"
+		p.Spec.RuntimeClassName = ptr.To("sandboxed")
+		created, cerr := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if err = cerr; err != nil {
+			return true, nil
+		}
+		return false, cs.CoreV1().Pods(ns).Delete(ctx, created.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	})
 	wantStatus(t, err, 403, `RuntimeClass "sandboxed" not found`)
 }
 
