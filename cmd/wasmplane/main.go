@@ -17,6 +17,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/apiserver/servicealloc"
 	"github.com/wasmplane/wasmplane/core/authn"
 	"github.com/wasmplane/wasmplane/core/controller/podautoscaler"
+	"github.com/wasmplane/wasmplane/core/gcpace"
 	"github.com/wasmplane/wasmplane/core/server"
 	"github.com/wasmplane/wasmplane/core/version"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -52,7 +53,7 @@ func newRoot() *cobra.Command {
 
 func newUp() *cobra.Command {
 	var cfg server.Config
-	var logLevel, memoryLimit, serviceCIDR, nodePortRange, advertise string
+	var logLevel, memoryLimit, gcHeadroom, serviceCIDR, nodePortRange, advertise string
 	var disableKubelet, enableAPF bool
 	var apfRefusalHold time.Duration
 	var hpaTolerance float64
@@ -75,9 +76,20 @@ func newUp() *cobra.Command {
 				// more often as the heap nears it instead of letting the heap double.
 				debug.SetMemoryLimit(q.Value())
 			}
+			headroom, err := resource.ParseQuantity(gcHeadroom)
+			if err != nil || headroom.Sign() < 0 {
+				return fmt.Errorf("--gc-min-headroom %q: want 0 or a positive quantity such as 128Mi", gcHeadroom)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			defer dumpGoroutinesOnSIGQUIT(os.Stderr, cfg.Logger)()
+			paced := make(chan struct{})
+			go func() {
+				defer close(paced)
+				gcpace.Pacer{MinHeadroom: uint64(headroom.Value()), Logger: cfg.Logger}.Run(ctx)
+			}()
+			// The pacer stops with ctx; stop it also when the server ends on its own.
+			defer func() { stop(); <-paced }()
 			cfg.RunKubelet = !disableKubelet
 			cfg.DisablePriorityAndFairness = !enableAPF
 			if cfg.APFRefusalHold = apfRefusalHold; apfRefusalHold <= 0 {
@@ -164,6 +176,7 @@ func newUp() *cobra.Command {
 	addCeilingFlags(f, &cfg.PluginCeilings)
 	addCallBoundFlags(f, &cfg.WasmCallBounds)
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&gcHeadroom, "gc-min-headroom", "128Mi", "how much the heap may grow over what is live before a garbage collection, at least (GOGC's percent applies once the live heap is larger); 0 leaves the collector to GOGC alone")
 	f.StringVar(&memoryLimit, "memory-limit", "", "soft limit of the process's memory (e.g. 1800Mi): garbage is collected more often near it; the default lets the heap grow to twice what is live")
 	return cmd
 }
