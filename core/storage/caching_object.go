@@ -159,6 +159,40 @@ func (o *CachingObject) StoredJSON() (data []byte, rev int64, ok bool) {
 	return o.stored.data, o.stored.rev, true
 }
 
+// StoredAPIVersion returns the apiVersion of an object kept as stored JSON, read from the
+// bytes without decoding them, when the JSON opens with it as a plain string (every
+// writer of sorted keys puts it first). ok is false otherwise; the caller then reads the
+// decoded object.
+func (o *CachingObject) StoredAPIVersion() (apiVersion string, ok bool) {
+	data, _, ok := o.StoredJSON()
+	if !ok {
+		return "", false
+	}
+	return leadingAPIVersion(data)
+}
+
+// leadingAPIVersion reads `{"apiVersion":"V"` followed by `,` or `}` at the start of
+// data: V must need no unescaping.
+func leadingAPIVersion(data []byte) (string, bool) {
+	const prefix = `{"apiVersion":"`
+	if !bytes.HasPrefix(data, []byte(prefix)) {
+		return "", false
+	}
+	rest := data[len(prefix):]
+	for i, c := range rest {
+		switch {
+		case c == '"':
+			if i+1 < len(rest) && (rest[i+1] == ',' || rest[i+1] == '}') {
+				return string(rest[:i]), true
+			}
+			return "", false
+		case c == '\\' || c < 0x20 || c >= 0x80:
+			return "", false
+		}
+	}
+	return "", false
+}
+
 // view is what a reader made of a cached object under a token (see View).
 type view struct {
 	token any

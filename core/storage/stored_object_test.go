@@ -292,3 +292,76 @@ func TestCacherTakesCreatedObjects(t *testing.T) {
 		t.Errorf("%d created objects kept after their events", left)
 	}
 }
+
+func TestLeadingAPIVersion(t *testing.T) {
+	for _, tc := range []struct {
+		data   string
+		want   string
+		wantOK bool
+	}{
+		{`{"apiVersion":"bench.example.com/v1","kind":"Gizmo"}`, "bench.example.com/v1", true},
+		{`{"apiVersion":"v1"}`, "v1", true},
+		{`{"apiVersion":""}`, "", true},
+		{`{"kind":"Gizmo","apiVersion":"v1"}`, "", false},
+		{`{ "apiVersion":"v1"}`, "", false},
+		{`{"apiVersion":"a\"b","kind":"K"}`, "", false},
+		{`{"apiVersion":"a\u00e9","kind":"K"}`, "", false},
+		{"{\"apiVersion\":\"é/v1\",\"kind\":\"K\"}", "", false},
+		{`{"apiVersion":"v1"x`, "", false},
+		{`{"apiVersion":"v1`, "", false},
+		{`{"apiVersion":1}`, "", false},
+		{``, "", false},
+	} {
+		got, ok := leadingAPIVersion([]byte(tc.data))
+		if got != tc.want || ok != tc.wantOK {
+			t.Errorf("leadingAPIVersion(%s) = %q, %v; want %q, %v", tc.data, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}
+
+// TestStoredAPIVersionDecodesNothing checks that the version of a cached custom object is
+// read from its stored bytes: a list that splices the bytes must not decode its items.
+func TestStoredAPIVersionDecodesNothing(t *testing.T) {
+	ctx := testCtx(t)
+	cfg := gizmoConfig(t)
+	c := NewCacher(NewEtcd(testClient, cfg), CacherConfig{})
+	t.Cleanup(c.Stop)
+	if err := c.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for i := range 5 {
+		name := fmt.Sprintf("v-%02d", i)
+		out := &unstructured.Unstructured{}
+		if err := c.Create(ctx, cfg.Prefix+"/ns/"+name, gizmo(name, 50), out); err != nil {
+			t.Fatal(err)
+		}
+		last = out.GetResourceVersion()
+	}
+	list := &unstructured.UnstructuredList{}
+	if err := c.GetList(ctx, cfg.Prefix+"/", ListOptions{Recursive: true, ResourceVersion: last,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}, list); err != nil {
+		t.Fatal(err)
+	}
+	forgetDecoded(t, c)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n := 0
+	c.tree.Ascend(func(it *cacheItem) bool {
+		if !strings.HasPrefix(it.key, cfg.Prefix+"/ns/v-") {
+			return true
+		}
+		n++
+		got, ok := it.obj.StoredAPIVersion()
+		if want := gizmo("x", 1).GetAPIVersion(); !ok || got != want {
+			t.Errorf("%s: StoredAPIVersion() = %q, %v; want %q, true", it.key, got, ok, want)
+		}
+		if it.obj.stored.live() != nil {
+			t.Errorf("%s: reading the version decoded the object", it.key)
+		}
+		return true
+	})
+	if n != 5 {
+		t.Fatalf("%d cached objects, want 5", n)
+	}
+}

@@ -128,6 +128,11 @@ func (v *Versioned) view(co *storage.CachingObject) (*storage.CachingObject, boo
 	if v.Read != nil {
 		co = co.View(v.Read, v.Read.StoredView)
 	}
+	// An object kept as its stored bytes is not decoded to learn its version: a list
+	// that splices the bytes would otherwise decode every item it serves.
+	if apiVersion, ok := co.StoredAPIVersion(); ok {
+		return co, apiVersion == v.Served.String()
+	}
 	u, ok := co.Shared().(*unstructured.Unstructured)
 	return co, !ok || u.Object == nil || u.GetAPIVersion() == v.Served.String()
 }
