@@ -40,6 +40,18 @@ func gizmo(name string, size int) *unstructured.Unstructured {
 	}}
 }
 
+// readyGizmoCacher starts a watch cache of gizmos, stopped when the test ends.
+func readyGizmoCacher(ctx context.Context, tb testing.TB) (ResourceConfig, *Cacher) {
+	tb.Helper()
+	cfg := gizmoConfig(tb)
+	c := NewCacher(NewEtcd(testClient, cfg), CacherConfig{})
+	tb.Cleanup(c.Stop)
+	if err := c.Ready(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return cfg, c
+}
+
 // forgetDecoded runs the collector until no cached gizmo keeps its decoded form, which is
 // what a server holding many objects that nobody reads looks like.
 func forgetDecoded(t *testing.T, c *Cacher) {
@@ -73,12 +85,7 @@ func forgetDecoded(t *testing.T, c *Cacher) {
 // changes, deletion), updates that start from the cache, from many readers at once.
 func TestCacherKeepsUnstructuredAsStoredBytes(t *testing.T) {
 	ctx := testCtx(t)
-	cfg := gizmoConfig(t)
-	c := NewCacher(NewEtcd(testClient, cfg), CacherConfig{})
-	t.Cleanup(c.Stop)
-	if err := c.Ready(ctx); err != nil {
-		t.Fatal(err)
-	}
+	cfg, c := readyGizmoCacher(ctx, t)
 	key := func(name string) string { return cfg.Prefix + "/ns/" + name }
 	want := map[string]*unstructured.Unstructured{}
 	for i := range 20 {
@@ -204,12 +211,7 @@ func TestCacherKeepsUnstructuredAsStoredBytes(t *testing.T) {
 func BenchmarkCacherUnstructuredList(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cfg := gizmoConfig(b)
-	c := NewCacher(NewEtcd(testClient, cfg), CacherConfig{})
-	b.Cleanup(c.Stop)
-	if err := c.Ready(ctx); err != nil {
-		b.Fatal(err)
-	}
+	cfg, c := readyGizmoCacher(ctx, b)
 	const n = 10000
 	sem := make(chan struct{}, 32)
 	errs := make(chan error, n)
@@ -323,12 +325,7 @@ func TestLeadingAPIVersion(t *testing.T) {
 // read from its stored bytes: a list that splices the bytes must not decode its items.
 func TestStoredAPIVersionDecodesNothing(t *testing.T) {
 	ctx := testCtx(t)
-	cfg := gizmoConfig(t)
-	c := NewCacher(NewEtcd(testClient, cfg), CacherConfig{})
-	t.Cleanup(c.Stop)
-	if err := c.Ready(ctx); err != nil {
-		t.Fatal(err)
-	}
+	cfg, c := readyGizmoCacher(ctx, t)
 	var last string
 	for i := range 5 {
 		name := fmt.Sprintf("v-%02d", i)
