@@ -2,7 +2,9 @@ package storage
 
 import (
 	"bytes"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 
@@ -62,9 +64,95 @@ func TestCopyWrittenMatchesDecoding(t *testing.T) {
 			if !reflect.DeepEqual(copied.Object, decoded.Object) {
 				t.Fatalf("copied %#v\ndecoded %#v", copied.Object, decoded.Object)
 			}
+			// In place (out is obj): the same content, without a copy.
+			if !copyWritten(obj, obj) {
+				t.Fatal("copyWritten in place declines what it copies")
+			}
+			if !reflect.DeepEqual(obj.Object, decoded.Object) {
+				t.Fatalf("in place %#v\ndecoded %#v", obj.Object, decoded.Object)
+			}
 		})
+	}
+	for _, c := range cases {
+		if c.ok {
+			continue
+		}
+		obj := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"list": []any{1.0, c.value}}}}
+		if copyWritten(obj, obj) {
+			t.Errorf("%s: copyWritten in place takes what it declines to copy", c.name)
+		}
+	}
+	if copyWritten(&unstructured.Unstructured{}, &unstructured.Unstructured{}) != true {
+		t.Error("copyWritten declines an empty object")
+	}
+	empty := &unstructured.Unstructured{}
+	if copyWritten(empty, empty) {
+		t.Error("copyWritten in place takes an object without content")
 	}
 	if copyWritten(&unstructured.Unstructured{}, &unstructured.UnstructuredList{}) {
 		t.Fatal("copied into a list")
+	}
+}
+
+// TestCopyWrittenRandomContent: on random content, both the copy and the in-place
+// conversion give exactly what encoding and decoding give.
+func TestCopyWrittenRandomContent(t *testing.T) {
+	codec := NewCodec(runtime.NewScheme())
+	rng := rand.New(rand.NewPCG(5, 6))
+	var value func(depth int) any
+	value = func(depth int) any {
+		switch n := rng.IntN(11); {
+		case n == 0:
+			return nil
+		case n == 1:
+			return rng.IntN(2) == 0
+		case n == 2:
+			return int64(rng.IntN(2000) - 1000)
+		case n == 3:
+			return float64(rng.IntN(2000) - 1000)
+		case n == 4:
+			return rng.Float64()*1e6 - 5e5
+		case n == 5:
+			return []string{"", "a", "é<&>", "x y"}[rng.IntN(4)]
+		case n == 6 && depth < 4:
+			if rng.IntN(5) == 0 {
+				return []any(nil)
+			}
+			l := make([]any, rng.IntN(4))
+			for i := range l {
+				l[i] = value(depth + 1)
+			}
+			return l
+		case depth < 4:
+			if rng.IntN(5) == 0 {
+				return map[string]any(nil)
+			}
+			m := map[string]any{}
+			for range rng.IntN(5) {
+				m[fmt.Sprintf("k%d", rng.IntN(10))] = value(depth + 1)
+			}
+			return m
+		default:
+			return "leaf"
+		}
+	}
+	for i := range 500 {
+		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+			"metadata": map[string]any{"name": fmt.Sprint("w", i)}, "spec": value(0), "status": value(0)}}
+		var buf bytes.Buffer
+		if err := codec.Encode(obj, &buf); err != nil {
+			t.Fatal(err)
+		}
+		decoded := &unstructured.Unstructured{}
+		if _, _, err := codec.Decode(buf.Bytes(), nil, decoded); err != nil {
+			t.Fatal(err)
+		}
+		copied := &unstructured.Unstructured{}
+		if !copyWritten(obj, copied) || !reflect.DeepEqual(copied.Object, decoded.Object) {
+			t.Fatalf("copied %#v\ndecoded %#v", copied.Object, decoded.Object)
+		}
+		if !copyWritten(obj, obj) || !reflect.DeepEqual(obj.Object, decoded.Object) {
+			t.Fatalf("in place %#v\ndecoded %#v", obj.Object, decoded.Object)
+		}
 	}
 }
