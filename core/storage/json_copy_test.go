@@ -53,14 +53,7 @@ func TestCopyWrittenMatchesDecoding(t *testing.T) {
 				}
 				return
 			}
-			var buf bytes.Buffer
-			if err := codec.Encode(obj, &buf); err != nil {
-				t.Fatal(err)
-			}
-			decoded := &unstructured.Unstructured{}
-			if _, _, err := codec.Decode(buf.Bytes(), nil, decoded); err != nil {
-				t.Fatal(err)
-			}
+			decoded := roundTrip(t, codec, obj)
 			if !reflect.DeepEqual(copied.Object, decoded.Object) {
 				t.Fatalf("copied %#v\ndecoded %#v", copied.Object, decoded.Object)
 			}
@@ -139,14 +132,7 @@ func TestCopyWrittenRandomContent(t *testing.T) {
 	for i := range 500 {
 		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
 			"metadata": map[string]any{"name": fmt.Sprint("w", i)}, "spec": value(0), "status": value(0)}}
-		var buf bytes.Buffer
-		if err := codec.Encode(obj, &buf); err != nil {
-			t.Fatal(err)
-		}
-		decoded := &unstructured.Unstructured{}
-		if _, _, err := codec.Decode(buf.Bytes(), nil, decoded); err != nil {
-			t.Fatal(err)
-		}
+		decoded := roundTrip(t, codec, obj)
 		copied := &unstructured.Unstructured{}
 		if !copyWritten(obj, copied) || !reflect.DeepEqual(copied.Object, decoded.Object) {
 			t.Fatalf("copied %#v\ndecoded %#v", copied.Object, decoded.Object)
@@ -155,4 +141,19 @@ func TestCopyWrittenRandomContent(t *testing.T) {
 			t.Fatalf("in place %#v\ndecoded %#v", obj.Object, decoded.Object)
 		}
 	}
+}
+
+// roundTrip is obj encoded with codec and decoded again, as Etcd.Create did for every
+// create.
+func roundTrip(t *testing.T, codec runtime.Codec, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := codec.Encode(obj, &buf); err != nil {
+		t.Fatal(err)
+	}
+	decoded := &unstructured.Unstructured{}
+	if _, _, err := codec.Decode(buf.Bytes(), nil, decoded); err != nil {
+		t.Fatal(err)
+	}
+	return decoded
 }
