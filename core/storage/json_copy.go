@@ -86,6 +86,11 @@ func jsonCopy(v any) (any, bool) {
 // as jsonCopy does but in place: integral numbers become int64, empty (nil) maps and
 // lists become nulls.
 func jsonInPlace(m map[string]any) bool {
+	if len(m) == 0 {
+		// Ranging over a map costs even when it is empty, and field sets in
+		// managedFields are mostly empty maps.
+		return true
+	}
 	for k, e := range m {
 		if !utf8.ValidString(k) {
 			return false
@@ -101,18 +106,17 @@ func jsonInPlace(m map[string]any) bool {
 	return true
 }
 
-// jsonValueInPlace is jsonInPlace for one value: the value that replaces v, whether it
-// differs from v (only then must its container be written), and whether v is content
-// JSON gives back exactly.
-func jsonValueInPlace(v any) (any, bool, bool) {
+// jsonValueInPlace is jsonInPlace for one value: whether v must be replaced in its
+// container (and by what), and whether v is content JSON gives back exactly.
+func jsonValueInPlace(v any) (replacement any, changed, ok bool) {
 	switch v := v.(type) {
-	case nil:
+	case nil, bool, int64:
 		return nil, false, true
 	case map[string]any:
 		if v == nil {
 			return nil, true, true
 		}
-		return v, false, jsonInPlace(v)
+		return nil, false, jsonInPlace(v)
 	case []any:
 		if v == nil {
 			return nil, true, true
@@ -126,11 +130,9 @@ func jsonValueInPlace(v any) (any, bool, bool) {
 				v[i] = n
 			}
 		}
-		return v, false, true
+		return nil, false, true
 	case string:
-		return v, false, utf8.ValidString(v)
-	case bool, int64:
-		return v, false, true
+		return nil, false, utf8.ValidString(v)
 	case float64:
 		n, ok := jsonNumber(v)
 		return n, ok, ok
