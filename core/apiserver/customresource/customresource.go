@@ -159,7 +159,8 @@ func buildVersion(crd *apiextensionsv1.CustomResourceDefinition, v apiextensions
 	}
 	typer := unstructuredTyper{}
 	lib := crstrategy.NewStrategy(typer, namespaced, kind, validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
-	co := &coercer{kind: kind, structural: structural, preserve: crd.Spec.PreserveUnknownFields, embedded: hasEmbedded(structural)}
+	co := &coercer{kind: kind, structural: structural, preserve: crd.Spec.PreserveUnknownFields, embedded: hasEmbedded(structural),
+		pruned: newPruneIndex(structural)}
 	quick := newQuickValidation(typer, namespaced, kind, validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
 	printer, err := newPrinter(columnsFor(v))
 	if err != nil {
@@ -254,6 +255,9 @@ type coercer struct {
 	// embedded says the schema has embedded resources, whose metadata the coercion
 	// walk coerces; without any, that walk changes and reports nothing.
 	embedded bool
+	// pruned tells the objects the prune and nulls walks would leave as they are (nil:
+	// the walks always run).
+	pruned *pruneIndex
 }
 
 // apply drops what the schema does not know (returning the unknown field paths) and
@@ -264,7 +268,7 @@ func (c *coercer) apply(u *unstructured.Unstructured) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.structural != nil && !c.preserve {
+	if c.structural != nil && !c.preserve && !c.pruned.unchanged(u.Object) {
 		unknown = append(unknown, structuralpruning.PruneWithOptions(u.Object, c.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})...)
 		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, c.structural)
 	}
