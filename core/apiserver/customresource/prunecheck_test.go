@@ -203,3 +203,28 @@ func BenchmarkPruneWalks(b *testing.B) {
 		}
 	})
 }
+
+// TestHasDefaults: a default anywhere the defaulting walk goes is found, and without
+// one the walk leaves objects (nulls of non-nullable fields included) as they are.
+func TestHasDefaults(t *testing.T) {
+	for schema, want := range map[string]bool{
+		`{"type":"object","properties":{"spec":{"type":"object","properties":{"a":{"type":"string"}}}}}`:                                                          false,
+		`{"type":"object","properties":{"spec":{"type":"object","properties":{"a":{"type":"string","default":"x"}}}}}`:                                            true,
+		`{"type":"object","properties":{"spec":{"type":"array","items":{"type":"object","properties":{"a":{"type":"integer","default":1}}}}}}`:                    true,
+		`{"type":"object","properties":{"spec":{"type":"object","additionalProperties":{"type":"object","properties":{"a":{"type":"boolean","default":true}}}}}}`: true,
+		`{"type":"object","properties":{"spec":{"type":"object","default":{}}}}`:                                                                                  true,
+	} {
+		if got := hasDefaults(structuralFromJSON(t, schema)); got != want {
+			t.Errorf("hasDefaults(%s) = %v, want %v", schema, got, want)
+		}
+	}
+	s := structuralFromJSON(t, `{"type":"object","properties":{"spec":{"type":"object","properties":{
+	  "a":{"type":"string"},"l":{"type":"array","items":{"type":"string"}},
+	  "m":{"type":"object","additionalProperties":{"type":"object","properties":{"q":{"type":"string"}}}}}}}}`)
+	obj := map[string]any{"spec": map[string]any{"a": nil, "l": []any{nil, "x"}, "m": map[string]any{"k": nil, "j": map[string]any{"q": nil}}}, "extra": nil}
+	before := runtime.DeepCopyJSON(obj)
+	structuraldefaulting.Default(obj, s)
+	if !reflect.DeepEqual(obj, before) {
+		t.Errorf("Default without defaults changed %#v into %#v", before, obj)
+	}
+}
