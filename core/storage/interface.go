@@ -94,6 +94,8 @@ type ValidateObjectFunc func(ctx context.Context, obj runtime.Object) error
 // values (NotFound, AlreadyExists, Conflict, Gone/Expired, Invalid) naming the resource.
 type Interface interface {
 	// Create stores obj at key if nothing is there, and decodes the stored object into out.
+	// out may be obj itself when the caller has no use for obj once stored: the store
+	// then fills it in place (for an unstructured object, without copying its content).
 	Create(ctx context.Context, key string, obj, out runtime.Object) error
 	// Get decodes the object at key into out.
 	Get(ctx context.Context, key string, opts GetOptions, out runtime.Object) error

@@ -13,7 +13,9 @@ import (
 // as JSON turns them (an integral float64 is written without a fraction and read back
 // as an int64). It reports false, having changed nothing, when it cannot tell that
 // exactly (a value of a type JSON decoding never produces, a string that is not UTF-8):
-// the caller decodes then.
+// the caller decodes then. When out is obj itself (a caller done with obj once it is
+// stored) the content is turned into that in place, with no copy; declining may then
+// have turned some numbers already, which decoding into out replaces anyway.
 func copyWritten(obj, out runtime.Object) bool {
 	in, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -22,6 +24,9 @@ func copyWritten(obj, out runtime.Object) bool {
 	dst, ok := out.(*unstructured.Unstructured)
 	if !ok {
 		return false
+	}
+	if in == dst {
+		return in.Object != nil && jsonInPlace(in.Object)
 	}
 	c, ok := jsonCopy(in.Object)
 	if !ok {
@@ -74,6 +79,65 @@ func jsonCopy(v any) (any, bool) {
 		return jsonNumber(v)
 	default:
 		return nil, false
+	}
+}
+
+// jsonInPlace turns the content of m into what a JSON encoding and decoding would give,
+// as jsonCopy does but in place: integral numbers become int64, empty (nil) maps and
+// lists become nulls.
+func jsonInPlace(m map[string]any) bool {
+	if len(m) == 0 {
+		// Ranging over a map costs even when it is empty, and field sets in
+		// managedFields are mostly empty maps.
+		return true
+	}
+	for k, e := range m {
+		if !utf8.ValidString(k) {
+			return false
+		}
+		n, changed, ok := jsonValueInPlace(e)
+		if !ok {
+			return false
+		}
+		if changed {
+			m[k] = n
+		}
+	}
+	return true
+}
+
+// jsonValueInPlace is jsonInPlace for one value: whether v must be replaced in its
+// container (and by what), and whether v is content JSON gives back exactly.
+func jsonValueInPlace(v any) (replacement any, changed, ok bool) {
+	switch v := v.(type) {
+	case nil, bool, int64:
+		return nil, false, true
+	case map[string]any:
+		if v == nil {
+			return nil, true, true
+		}
+		return nil, false, jsonInPlace(v)
+	case []any:
+		if v == nil {
+			return nil, true, true
+		}
+		for i, e := range v {
+			n, changed, ok := jsonValueInPlace(e)
+			if !ok {
+				return nil, false, false
+			}
+			if changed {
+				v[i] = n
+			}
+		}
+		return nil, false, true
+	case string:
+		return nil, false, utf8.ValidString(v)
+	case float64:
+		n, ok := jsonNumber(v)
+		return n, ok, ok
+	default:
+		return nil, false, false
 	}
 }
 

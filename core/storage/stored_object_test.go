@@ -254,14 +254,23 @@ func TestCacherTakesCreatedObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	outs := map[string]*unstructured.Unstructured{}
+	answers := map[string]map[string]any{}
 	var last uint64
 	for i := range 20 {
 		name := fmt.Sprintf("g%02d", i)
-		out := &unstructured.Unstructured{}
-		if err := c.Create(ctx, cfg.Prefix+"/ns/"+name, gizmo(name, 10), out); err != nil {
+		obj, out := gizmo(name, 10), &unstructured.Unstructured{}
+		if i%2 == 1 {
+			// The registry's store answers with the object it wrote (out is obj): a
+			// number JSON reads back as an integer and an empty map are turned in place.
+			obj.Object["spec"].(map[string]any)["ratio"] = 2.0
+			obj.Object["spec"].(map[string]any)["none"] = map[string]any(nil)
+			out = obj
+		}
+		if err := c.Create(ctx, cfg.Prefix+"/ns/"+name, obj, out); err != nil {
 			t.Fatal(err)
 		}
 		outs[name] = out
+		answers[name] = runtime.DeepCopyJSON(out.Object)
 		rev, err := strconv.ParseUint(out.GetResourceVersion(), 10, 64)
 		if err != nil {
 			t.Fatal(err)
@@ -285,6 +294,9 @@ func TestCacherTakesCreatedObjects(t *testing.T) {
 		}
 		if !reflect.DeepEqual(cached.Object, fromEtcd.Object) {
 			t.Errorf("%s: cached %v\nstored %v", name, cached.Object, fromEtcd.Object)
+		}
+		if !reflect.DeepEqual(answers[name], fromEtcd.Object) {
+			t.Errorf("%s: answered %v\nstored %v", name, answers[name], fromEtcd.Object)
 		}
 	}
 	c.createdMu.Lock()

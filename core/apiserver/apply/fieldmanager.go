@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
@@ -97,15 +98,26 @@ type Managers struct {
 // goes to library.
 type FieldManager struct {
 	library, update, apply *managedfields.FieldManager
+	// custom: the objects are custom ones, whose managedFields an update writes back
+	// through customObject.
+	custom bool
 }
 
 // UpdateNoErrors records that manager set what differs between liveObj and newObj
 // (managedfields.FieldManager.UpdateNoErrors).
 func (f *FieldManager) UpdateNoErrors(liveObj, newObj runtime.Object, manager string) runtime.Object {
-	if managedFieldsUnread(liveObj) && managedFieldsUnread(newObj) {
+	if !managedFieldsUnread(liveObj) || !managedFieldsUnread(newObj) {
+		return f.library.UpdateNoErrors(liveObj, newObj, manager)
+	}
+	u, ok := newObj.(*unstructured.Unstructured)
+	if !f.custom || !ok {
 		return f.update.UpdateNoErrors(liveObj, newObj, manager)
 	}
-	return f.library.UpdateNoErrors(liveObj, newObj, manager)
+	out := f.update.UpdateNoErrors(liveObj, customObject{u}, manager)
+	if c, ok := out.(customObject); ok {
+		return c.Unstructured
+	}
+	return out
 }
 
 // Apply merges appliedObj into liveObj for manager (managedfields.FieldManager.Apply).
@@ -143,7 +155,7 @@ func NewManagers(cfg Config) (*Managers, error) {
 			}
 			return managedfields.NewDefaultFieldManager(tc, versionedConvertor{scheme: cfg.Scheme}, def, cfg.Scheme, cfg.Kind, cfg.Kind.GroupVersion(), sub, reset)
 		}
-		fm := &FieldManager{}
+		fm := &FieldManager{custom: cfg.Custom}
 		var err error
 		if fm.library, err = build(tc); err != nil {
 			return nil, fmt.Errorf("field manager of %s %q: %w", cfg.Kind, sub, err)

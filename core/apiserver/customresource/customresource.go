@@ -159,7 +159,8 @@ func buildVersion(crd *apiextensionsv1.CustomResourceDefinition, v apiextensions
 	}
 	typer := unstructuredTyper{}
 	lib := crstrategy.NewStrategy(typer, namespaced, kind, validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
-	co := &coercer{kind: kind, structural: structural, preserve: crd.Spec.PreserveUnknownFields, embedded: hasEmbedded(structural)}
+	co := &coercer{kind: kind, structural: structural, preserve: crd.Spec.PreserveUnknownFields, embedded: hasEmbedded(structural),
+		pruned: newPruneIndex(structural), defaulted: hasDefaults(structural)}
 	quick := newQuickValidation(typer, namespaced, kind, validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
 	printer, err := newPrinter(columnsFor(v))
 	if err != nil {
@@ -254,6 +255,13 @@ type coercer struct {
 	// embedded says the schema has embedded resources, whose metadata the coercion
 	// walk coerces; without any, that walk changes and reports nothing.
 	embedded bool
+	// pruned tells the objects the prune and nulls walks would leave as they are (nil:
+	// the walks always run).
+	pruned *pruneIndex
+	// defaulted says the schema has a default somewhere; without any, the defaulting
+	// walk changes nothing (it only writes defaults), yet it copies a field's schema
+	// for every field it visits.
+	defaulted bool
 }
 
 // apply drops what the schema does not know (returning the unknown field paths) and
@@ -264,7 +272,7 @@ func (c *coercer) apply(u *unstructured.Unstructured) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.structural != nil && !c.preserve {
+	if c.structural != nil && !c.preserve && !c.pruned.unchanged(u.Object) {
 		unknown = append(unknown, structuralpruning.PruneWithOptions(u.Object, c.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})...)
 		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, c.structural)
 	}
@@ -289,7 +297,7 @@ func (c *coercer) apply(u *unstructured.Unstructured) ([]string, error) {
 
 // defaults fills in the schema's defaults.
 func (c *coercer) defaults(u *unstructured.Unstructured) {
-	if c.structural != nil {
+	if c.structural != nil && c.defaulted {
 		structuraldefaulting.Default(u.Object, c.structural)
 	}
 }
@@ -379,6 +387,13 @@ func hasEmbeddedOrListType(s *structuralschema.Structural) bool {
 // is an embedded resource.
 func hasEmbedded(s *structuralschema.Structural) bool {
 	return anyNode(s, func(n *structuralschema.Structural) bool { return n.XEmbeddedResource })
+}
+
+// hasDefaults reports whether any node of s (as defaulting.Default walks it) has a
+// default. Default writes nothing else: where a null stands for a value without a
+// default, it writes a copy of the missing default, null again.
+func hasDefaults(s *structuralschema.Structural) bool {
+	return anyNode(s, func(n *structuralschema.Structural) bool { return n.Default.Object != nil })
 }
 
 // anyNode reports whether pred holds for a node of s reached through properties, items

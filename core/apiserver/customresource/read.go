@@ -26,17 +26,23 @@ import (
 // identity tells objects already normalized under it (see storage.CachingObject.View)
 // from those that are not.
 type ReadSchemas struct {
-	gk       schema.GroupKind
-	schemas  map[string]*structuralschema.Structural // by version, defaults pruned
+	gk      schema.GroupKind
+	schemas map[string]*structuralschema.Structural // by version, defaults pruned
+	// defaulted: by version, whether its schema has a default (hasDefaults)
+	defaulted map[string]bool
+	// pruned: by version, the objects its prune and nulls walks leave alone
+	pruned   map[string]*pruneIndex
 	preserve bool
 }
 
 // newReadSchemas returns crd's read schemas.
 func newReadSchemas(crd *apiextensionsv1.CustomResourceDefinition) (*ReadSchemas, error) {
 	r := &ReadSchemas{
-		gk:       schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Status.AcceptedNames.Kind},
-		schemas:  map[string]*structuralschema.Structural{},
-		preserve: crd.Spec.PreserveUnknownFields,
+		gk:        schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Status.AcceptedNames.Kind},
+		schemas:   map[string]*structuralschema.Structural{},
+		defaulted: map[string]bool{},
+		pruned:    map[string]*pruneIndex{},
+		preserve:  crd.Spec.PreserveUnknownFields,
 	}
 	for _, v := range crd.Spec.Versions {
 		validation, err := apiextensionshelpers.GetSchemaForVersion(crd, v.Name)
@@ -63,6 +69,8 @@ func newReadSchemas(crd *apiextensionsv1.CustomResourceDefinition) (*ReadSchemas
 		// With preserveUnknownFields a non-structural schema is kept as nil: metadata is
 		// still coerced, nothing pruned or defaulted, as in kube-apiserver.
 		r.schemas[v.Name] = s
+		r.defaulted[v.Name] = hasDefaults(s)
+		r.pruned[v.Name] = newPruneIndex(s)
 	}
 	return r, nil
 }
@@ -74,7 +82,7 @@ func (r *ReadSchemas) AsStored(u *unstructured.Unstructured) error {
 	if err := r.coerce(u, true); err != nil {
 		return err
 	}
-	if gv, err := schema.ParseGroupVersion(u.GetAPIVersion()); err == nil && r.ours(gv, u.GetKind()) {
+	if gv, err := schema.ParseGroupVersion(u.GetAPIVersion()); err == nil && r.ours(gv, u.GetKind()) && r.defaulted[gv.Version] {
 		structuraldefaulting.Default(u.Object, r.schemas[gv.Version])
 	}
 	return nil
@@ -128,7 +136,7 @@ func (r *ReadSchemas) coerce(u *unstructured.Unstructured, dropInvalid bool) err
 	}
 	if r.ours(gv, kind) {
 		s := r.schemas[gv.Version]
-		if !r.preserve {
+		if !r.preserve && !r.pruned[gv.Version].unchanged(u.Object) {
 			structuralpruning.PruneWithOptions(u.Object, s, true, structuralschema.UnknownFieldPathOptions{})
 			structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, s)
 		}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -261,6 +262,11 @@ func (s *Store) Create(ctx context.Context, namespace string, obj runtime.Object
 		return obj, nil
 	}
 	out := s.Resource.NewFunc()
+	if _, ok := obj.(*unstructured.Unstructured); ok {
+		// Nothing reads obj once it is stored but for its name, which storing keeps: the
+		// storage turns it into the stored object in place rather than copying it.
+		out = obj
+	}
 	storeStart := time.Now()
 	err = s.Storage.Create(ctx, s.Key(namespace, accessor.GetName()), obj, out)
 	// A generated name that is already taken is drawn again, as Kubernetes does.

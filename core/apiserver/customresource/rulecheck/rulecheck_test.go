@@ -151,3 +151,58 @@ func TestNewDeclines(t *testing.T) {
 		})
 	}
 }
+
+// benchSchema is the crd bench's Gizmo: 20 fields under spec and 5 rules on it.
+const benchSchema = `{"type":"object","required":["spec"],"properties":{
+  "apiVersion":{"type":"string"},"kind":{"type":"string"},"metadata":{"type":"object"},
+  "spec":{"type":"object",
+    "x-kubernetes-validations":[
+      {"rule":"self.n01 <= self.n02","message":"n01 must not exceed n02"},
+      {"rule":"self.s01 != 'forbidden'"},
+      {"rule":"!has(self.s02) || self.s02.startsWith('g')"},
+      {"rule":"self.n03 + self.n04 < 1000000"},
+      {"rule":"size(self.s03) <= 32"}],
+    "properties":{
+      "s01":{"type":"string","maxLength":64},"s02":{"type":"string","maxLength":64},"s03":{"type":"string","maxLength":64},
+      "s04":{"type":"string","maxLength":64},"s05":{"type":"string","maxLength":64},"s06":{"type":"string","maxLength":64},
+      "s07":{"type":"string","maxLength":64},"s08":{"type":"string","maxLength":64},"s09":{"type":"string","maxLength":64},
+      "s10":{"type":"string","maxLength":64},
+      "n01":{"type":"integer","minimum":0},"n02":{"type":"integer","minimum":0},"n03":{"type":"integer","minimum":0},
+      "n04":{"type":"integer","minimum":0},"n05":{"type":"integer","minimum":0},"n06":{"type":"integer","minimum":0},
+      "n07":{"type":"integer","minimum":0},"n08":{"type":"integer","minimum":0},"n09":{"type":"integer","minimum":0},
+      "n10":{"type":"integer","minimum":0}}}}}`
+
+const benchObject = `{"apiVersion":"bench.example.com/v1","kind":"Gizmo","metadata":{"name":"g-1","namespace":"default"},"spec":{
+  "s01":"gadget-value","s02":"gadget-value","s03":"gadget-value","s04":"gadget-value","s05":"gadget-value",
+  "s06":"gadget-value","s07":"gadget-value","s08":"gadget-value","s09":"gadget-value","s10":"gadget-value",
+  "n01":1,"n02":2,"n03":3,"n04":4,"n05":5,"n06":6,"n07":7,"n08":8,"n09":9,"n10":10}}`
+
+// BenchmarkPasses times the checker on the crd bench's object, beside the library's
+// validator on the same object.
+func BenchmarkPasses(b *testing.B) {
+	t := &testing.T{}
+	s := structural(t, benchSchema)
+	obj := object(t, benchObject)
+	checker := New(s, celconfig.PerCallLimit)
+	if checker == nil {
+		b.Fatal("no checker")
+	}
+	ctx := context.Background()
+	b.Run("checker", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !checker.Passes(ctx, obj, celconfig.RuntimeCELCostBudget) {
+				b.Fatal("the object does not pass")
+			}
+		}
+	})
+	lib := apiextensionscel.NewValidator(s, true, celconfig.PerCallLimit)
+	b.Run("library", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if errs, _ := lib.Validate(ctx, nil, s, obj, nil, celconfig.RuntimeCELCostBudget); len(errs) > 0 {
+				b.Fatal(errs)
+			}
+		}
+	})
+}
