@@ -536,7 +536,9 @@ func (in *instance) initOPA(ctx context.Context) error {
 	if !cfg.WholeInput {
 		o.project = in.set.mod.e.regoInput
 	}
-	if cfg.CompactPods {
+	// A policy whose recorded reads of a pod the compact pod document holds as they are
+	// gets it without asking (opainput.go): the same values, written for less.
+	if cfg.CompactPods || o.project != nil && o.project.compactPodsSuffice() {
 		in.setFlags(abi.ConfigureResponse{CompactPods: true})
 	}
 	if _, err := o.call1(ctx, "opa_malloc", 0); err != nil { // the heap starts here

@@ -146,3 +146,35 @@ func customSection(wasm []byte, name string) ([]byte, bool, error) {
 	}
 	return nil, false, nil
 }
+
+// compactPodsSuffice tells whether the compact pod document (ABI §7.5) has, at every member
+// t keeps of a request's object and oldObject, the JSON the whole Pod has there, so that a
+// policy given the projection of either reads the same values. Only the metadata members
+// the compact document copies as they are qualify: name, namespace and labels (a map,
+// written with its keys sorted as encoding/json writes the whole Pod's). The whole Pod is
+// encoded with encoding/json's reflection, cold when a request comes; the compact document
+// is written by plain code: for a policy that reads only a pod's labels, most of what is
+// left of a call once OPA parses only those.
+func (t *inputTree) compactPodsSuffice() bool {
+	for i, k := range t.keys {
+		if k != "object" && k != "oldObject" {
+			continue
+		}
+		obj := t.kids[i]
+		if obj == nil {
+			return false
+		}
+		for j, ok := range obj.keys {
+			meta := obj.kids[j]
+			if ok != "metadata" || meta == nil {
+				return false
+			}
+			for _, mk := range meta.keys {
+				if mk != "name" && mk != "namespace" && mk != "labels" {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}

@@ -27,22 +27,28 @@ func TestRegoInputProjection(t *testing.T) {
 		name  string
 		paths [][]string
 		want  string // "" for the whole request
+		// compact: whether compact pods give the same values at what the policy reads
+		compact bool
 	}{
 		{"labels (an escaped key matches)", [][]string{{"parameters"}, {"review", "object", "metadata", "labels"}},
-			`{"object":{"metadata":{"l\u0061bels":{"team":"a"}}}}`},
+			`{"object":{"metadata":{"l\u0061bels":{"team":"a"}}}}`, true},
 		{"request and review alias one request", [][]string{{"request", "operation"}, {"review", "userInfo", "username"}},
-			`{"operation":"CREATE","userInfo":{"username":"alice"}}`},
+			`{"operation":"CREATE","userInfo":{"username":"alice"}}`, true},
 		{"a shorter path keeps the subtree whole", [][]string{{"review", "object", "metadata", "name"}, {"request", "object", "metadata"}},
-			`{"object":{"metadata":{"name":"p","l\u0061bels":{"team":"a"},"annotations":{"x":"y"}}}}`},
+			`{"object":{"metadata":{"name":"p","l\u0061bels":{"team":"a"},"annotations":{"x":"y"}}}}`, false},
 		{"and in the other order", [][]string{{"request", "object", "metadata"}, {"review", "object", "metadata", "name"}},
-			`{"object":{"metadata":{"name":"p","l\u0061bels":{"team":"a"},"annotations":{"x":"y"}}}}`},
+			`{"object":{"metadata":{"name":"p","l\u0061bels":{"team":"a"},"annotations":{"x":"y"}}}}`, false},
 		{"below a non-object the member is kept as it is", [][]string{{"review", "oldObject", "metadata"}, {"review", "object", "spec", "containers", "x"}},
-			`{"object":{"spec":{"containers":[{"name":"c","image":"i"}]}},"oldObject":null}`},
-		{"duplicate keys are kept, in order", [][]string{{"review", "dup"}}, `{"dup":1,"dup":2}`},
-		{"members that are not there stay absent", [][]string{{"review", "namespace"}, {"review", "object", "metadata", "namespace"}}, `{"object":{"metadata":{}}}`},
-		{"only parameters: an empty request", [][]string{{"parameters", "labels"}, {"kind"}}, `{}`},
-		{"input.review whole", [][]string{{"review", "object"}, {"review"}}, ""},
-		{"input whole", [][]string{{"review", "object"}, {}}, ""},
+			`{"object":{"spec":{"containers":[{"name":"c","image":"i"}]}},"oldObject":null}`, false},
+		{"duplicate keys are kept, in order", [][]string{{"review", "dup"}}, `{"dup":1,"dup":2}`, true},
+		{"members that are not there stay absent", [][]string{{"review", "namespace"}, {"review", "object", "metadata", "namespace"}}, `{"object":{"metadata":{}}}`, true},
+		{"an old object's name and a label", [][]string{{"review", "oldObject", "metadata", "name"}, {"request", "object", "metadata", "labels", "team"}},
+			`{"object":{"metadata":{"l\u0061bels":{"team":"a"}}},"oldObject":null}`, true},
+		{"the object's annotations", [][]string{{"review", "object", "metadata", "annotations"}}, `{"object":{"metadata":{"annotations":{"x":"y"}}}}`, false},
+		{"the object's kind", [][]string{{"review", "object", "kind"}}, `{"object":{}}`, false},
+		{"only parameters: an empty request", [][]string{{"parameters", "labels"}, {"kind"}}, `{}`, true},
+		{"input.review whole", [][]string{{"review", "object"}, {"review"}}, "", false},
+		{"input whole", [][]string{{"review", "object"}, {}}, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wasm, err := regoinput.Record(emptyModule, regoinput.Paths{Paths: tc.paths})
@@ -64,6 +70,9 @@ func TestRegoInputProjection(t *testing.T) {
 			}
 			if got := string(tree.project(nil, jsonview.Parse([]byte(req)))); got != tc.want {
 				t.Errorf("projected\n%s\nwant\n%s", got, tc.want)
+			}
+			if got := tree.compactPodsSuffice(); got != tc.compact {
+				t.Errorf("compactPodsSuffice = %v, want %v", got, tc.compact)
 			}
 		})
 	}
