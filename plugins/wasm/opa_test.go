@@ -58,10 +58,13 @@ func TestRegoPolicy(t *testing.T) {
 	if !p.Implements(abi.HookValidate) || p.Implements(abi.HookMutate) {
 		t.Fatal("a Rego plugin implements validate only")
 	}
-	// Compact pods only when the config asks for them, and then with the same parameters.
+	// Compact pods when the config asks for them, and then with the same parameters; and
+	// without asking, since the build recorded that the policy reads only labels, unless
+	// the config turns the record off.
 	compact := load(t, r, wasm, PluginConfig{Name: "compact", Config: json.RawMessage(`{"compactPods":true,"labels":["team","owner"]}`)})
-	if p.WantsCompactPods() || !compact.WantsCompactPods() {
-		t.Fatalf("WantsCompactPods: %v without compactPods, %v with", p.WantsCompactPods(), compact.WantsCompactPods())
+	whole := load(t, r, wasm, PluginConfig{Name: "whole", Config: json.RawMessage(`{"wholeInput":true,"labels":["team","owner"]}`)})
+	if !p.WantsCompactPods() || !compact.WantsCompactPods() || whole.WantsCompactPods() {
+		t.Fatalf("WantsCompactPods: %v without compactPods, %v with, %v with wholeInput", p.WantsCompactPods(), compact.WantsCompactPods(), whole.WantsCompactPods())
 	}
 	if a := validate(t, compact, podRequest("CREATE", map[string]string{"team": "a"})); a.Allowed || a.Message != `you must provide labels: ["owner"]` {
 		t.Fatalf("compactPods plugin: answer %+v", a)
