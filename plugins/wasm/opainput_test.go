@@ -47,6 +47,7 @@ func TestRegoInputProjection(t *testing.T) {
 		{"the object's annotations", [][]string{{"review", "object", "metadata", "annotations"}}, `{"object":{"metadata":{"annotations":{"x":"y"}}}}`, false},
 		{"the object's kind", [][]string{{"review", "object", "kind"}}, `{"object":{}}`, false},
 		{"only parameters: an empty request", [][]string{{"parameters", "labels"}, {"kind"}}, `{}`, true},
+		{"nothing of input: an empty request", [][]string{}, `{}`, true},
 		{"input.review whole", [][]string{{"review", "object"}, {"review"}}, "", false},
 		{"input whole", [][]string{{"review", "object"}, {}}, "", false},
 	} {

@@ -40,8 +40,9 @@ import (
 // Paths is what a policy may read of its input.
 type Paths struct {
 	// Paths lists, below input, the subtrees the policy may read, each kept whole: no
-	// path is a prefix of another, and they are sorted. Empty when Whole is set.
-	Paths [][]string `json:"paths,omitempty"`
+	// path is a prefix of another, and they are sorted. Empty (not nil) for a policy
+	// that reads nothing of input; nil with Whole.
+	Paths [][]string `json:"paths"`
 	// Whole is why the policy gets its whole input, when it does ("" otherwise).
 	Whole string `json:"whole,omitempty"`
 }
