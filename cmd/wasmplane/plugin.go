@@ -92,6 +92,10 @@ func newPluginBuild() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\t%d bytes\tsha256:%s\t(%s)\n", res.Path, res.Size, res.SHA256, res.Lang)
+			if res.Input != nil {
+				// On stderr: scripts read the module's line from stdout.
+				fmt.Fprintf(cmd.ErrOrStderr(), "the policy reads %s\n", res.Input)
+			}
 			return nil
 		},
 	}

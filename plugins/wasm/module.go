@@ -39,10 +39,13 @@ type moduleEntry struct {
 	// instrumented says the module carries the fuel checks (instrument.go).
 	instrumented bool
 	// opa says the module is a Rego policy built by OPA (opa.go).
-	opa   bool
-	refs  int // guarded by r.mu
-	ready chan struct{}
-	err   error
+	opa bool
+	// regoInput is the part of the request an OPA module's policy may read, as its build
+	// recorded it (opainput.go); nil for the whole request.
+	regoInput *inputTree
+	refs      int // guarded by r.mu
+	ready     chan struct{}
+	err       error
 }
 
 // Digest returns the module's sha256.
@@ -142,6 +145,11 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, digest string) (*Mod
 
 func (e *moduleEntry) compile(ctx context.Context, wasm []byte) error {
 	if isOPA(wasm) {
+		tree, err := readRegoInput(wasm)
+		if err != nil {
+			return &Error{Plugin: e.digest[:12], Kind: ErrInvalidModule, Err: fmt.Errorf("OPA module: %w", err)}
+		}
+		e.regoInput = tree
 		ow, err := ownMemory(wasm)
 		if err != nil {
 			return &Error{Plugin: e.digest[:12], Kind: ErrInvalidModule, Err: fmt.Errorf("OPA module: %w", err)}

@@ -386,6 +386,10 @@ type opaInstance struct {
 	fn           map[string]api.Function
 	// ev is what the builtins of the evaluation under way share.
 	ev opaEval
+	// project is the part of the request the policy may read; nil for the whole request.
+	project *inputTree
+	// projected holds the last projected request (reused: the guest copies it).
+	projected []byte
 	// evalCtx, requestPath and reviewPath are below evalHeap: they outlive evaluations.
 	evalCtx, requestPath, reviewPath uint32
 	aborted                          string
@@ -469,10 +473,13 @@ type opaConfig struct {
 	// names, images and resources, …), it is less than half the JSON for OPA to parse on
 	// every call.
 	CompactPods bool `json:"compactPods"`
+	// WholeInput turns off the input projection the build recorded (opainput.go): the
+	// policy gets the whole request, as a module built by `opa build` directly does.
+	WholeInput bool `json:"wholeInput"`
 }
 
 // parseOPAConfig reads a Rego plugin's config. Without a "parameters" member the config
-// itself (less "entrypoint" and "compactPods") is the parameters, so that a plain {"label": "team"} works.
+// itself (less "entrypoint", "compactPods" and "wholeInput") is the parameters, so that a plain {"label": "team"} works.
 func parseOPAConfig(raw json.RawMessage) (opaConfig, error) {
 	cfg := opaConfig{Parameters: json.RawMessage("{}")}
 	if len(raw) == 0 || string(raw) == "null" {
@@ -493,6 +500,12 @@ func parseOPAConfig(raw json.RawMessage) (opaConfig, error) {
 			return cfg, fmt.Errorf("Rego plugin config: compactPods must be a boolean: %w", err)
 		}
 		delete(members, "compactPods")
+	}
+	if wi, ok := members["wholeInput"]; ok {
+		if err := json.Unmarshal(wi, &cfg.WholeInput); err != nil {
+			return cfg, fmt.Errorf("Rego plugin config: wholeInput must be a boolean: %w", err)
+		}
+		delete(members, "wholeInput")
 	}
 	if params, ok := members["parameters"]; ok {
 		cfg.Parameters = params
@@ -520,7 +533,12 @@ func (in *instance) initOPA(ctx context.Context) error {
 		return &Error{Plugin: p.label, Hook: abi.HookConfigure, Kind: ErrConfigRejected, Err: err}
 	}
 	o.parameters = cfg.Parameters
-	if cfg.CompactPods {
+	if !cfg.WholeInput {
+		o.project = in.set.mod.e.regoInput
+	}
+	// A policy whose recorded reads of a pod the compact pod document holds as they are
+	// gets it without asking (opainput.go): the same values, written for less.
+	if cfg.CompactPods || o.project != nil && o.project.compactPodsSuffice() {
 		in.setFlags(abi.ConfigureResponse{CompactPods: true})
 	}
 	if _, err := o.call1(ctx, "opa_malloc", 0); err != nil { // the heap starts here
@@ -675,6 +693,12 @@ func (o *opaInstance) eval(ctx context.Context, in *instance, req []byte) (uint3
 	input, err := o.parse(ctx, in, head)
 	if err != nil {
 		return 0, err
+	}
+	if o.project != nil {
+		if v := jsonview.Parse(req); v.Kind() == jsonview.Object {
+			o.projected = o.project.project(o.projected[:0], v)
+			req = o.projected
+		}
 	}
 	request, err := o.parse(ctx, in, req)
 	if err != nil {

@@ -58,10 +58,13 @@ func TestRegoPolicy(t *testing.T) {
 	if !p.Implements(abi.HookValidate) || p.Implements(abi.HookMutate) {
 		t.Fatal("a Rego plugin implements validate only")
 	}
-	// Compact pods only when the config asks for them, and then with the same parameters.
+	// Compact pods when the config asks for them, and then with the same parameters; and
+	// without asking, since the build recorded that the policy reads only labels, unless
+	// the config turns the record off.
 	compact := load(t, r, wasm, PluginConfig{Name: "compact", Config: json.RawMessage(`{"compactPods":true,"labels":["team","owner"]}`)})
-	if p.WantsCompactPods() || !compact.WantsCompactPods() {
-		t.Fatalf("WantsCompactPods: %v without compactPods, %v with", p.WantsCompactPods(), compact.WantsCompactPods())
+	whole := load(t, r, wasm, PluginConfig{Name: "whole", Config: json.RawMessage(`{"wholeInput":true,"labels":["team","owner"]}`)})
+	if !p.WantsCompactPods() || !compact.WantsCompactPods() || whole.WantsCompactPods() {
+		t.Fatalf("WantsCompactPods: %v without compactPods, %v with, %v with wholeInput", p.WantsCompactPods(), compact.WantsCompactPods(), whole.WantsCompactPods())
 	}
 	if a := validate(t, compact, podRequest("CREATE", map[string]string{"team": "a"})); a.Allowed || a.Message != `you must provide labels: ["owner"]` {
 		t.Fatalf("compactPods plugin: answer %+v", a)
@@ -218,18 +221,19 @@ func TestOPADecision(t *testing.T) {
 func TestParseOPAConfig(t *testing.T) {
 	for _, tc := range []struct {
 		in, entry, params string
-		compact           bool
+		compact, whole    bool
 	}{
-		{``, "", `{}`, false},
-		{`null`, "", `{}`, false},
-		{`{"label":"team"}`, "", `{"label":"team"}`, false},
-		{`{"entrypoint":"a/b","label":"x"}`, "a/b", `{"label":"x"}`, false},
-		{`{"entrypoint":"a/b","parameters":{"labels":["t"]},"other":1}`, "a/b", `{"labels":["t"]}`, false},
-		{`{"compactPods":true,"labels":["t"]}`, "", `{"labels":["t"]}`, true},
-		{`{"compactPods":false,"parameters":{"labels":["t"]}}`, "", `{"labels":["t"]}`, false},
+		{``, "", `{}`, false, false},
+		{`null`, "", `{}`, false, false},
+		{`{"label":"team"}`, "", `{"label":"team"}`, false, false},
+		{`{"entrypoint":"a/b","label":"x"}`, "a/b", `{"label":"x"}`, false, false},
+		{`{"entrypoint":"a/b","parameters":{"labels":["t"]},"other":1}`, "a/b", `{"labels":["t"]}`, false, false},
+		{`{"compactPods":true,"labels":["t"]}`, "", `{"labels":["t"]}`, true, false},
+		{`{"compactPods":false,"parameters":{"labels":["t"]}}`, "", `{"labels":["t"]}`, false, false},
+		{`{"wholeInput":true,"labels":["t"]}`, "", `{"labels":["t"]}`, false, true},
 	} {
 		cfg, err := parseOPAConfig(json.RawMessage(tc.in))
-		if err != nil || cfg.Entrypoint != tc.entry || string(cfg.Parameters) != tc.params || cfg.CompactPods != tc.compact {
+		if err != nil || cfg.Entrypoint != tc.entry || string(cfg.Parameters) != tc.params || cfg.CompactPods != tc.compact || cfg.WholeInput != tc.whole {
 			t.Errorf("parseOPAConfig(%s) = %+v (%s), %v", tc.in, cfg, cfg.Parameters, err)
 		}
 	}
@@ -238,6 +242,9 @@ func TestParseOPAConfig(t *testing.T) {
 	}
 	if _, err := parseOPAConfig(json.RawMessage(`{"compactPods":"yes"}`)); err == nil {
 		t.Error("a string compactPods was accepted")
+	}
+	if _, err := parseOPAConfig(json.RawMessage(`{"wholeInput":1}`)); err == nil {
+		t.Error("a numeric wholeInput was accepted")
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/wasmplane/wasmplane/plugins/wasm/toolkit/regoinput"
 	"github.com/wasmplane/wasmplane/plugins/wasm/toolkit/toolchain"
 )
 
@@ -32,6 +33,10 @@ type Step struct {
 	// Out, when set, is the module file to take out of the bundle the step writes (OPA
 	// writes a bundle holding /policy.wasm rather than a module).
 	Out string
+	// Rego lists the policy files (relative to Dir) whose reads of input Build records
+	// in the module taken out of the bundle (regoinput), so that the host writes the
+	// policy only the parts of a request it may read.
+	Rego []string
 }
 
 // String renders the step as a shell line, for --verbose output and errors.
@@ -62,6 +67,8 @@ type Result struct {
 	Size int
 	// SHA256 is its digest, lowercase hex (what a plugin object pins).
 	SHA256 string
+	// Input is, for a Rego policy, what the module records it reads of its input.
+	Input *regoinput.Paths
 }
 
 // DefaultOut is where Build writes the module of dir when no output is given.
@@ -193,7 +200,7 @@ func Plan(opts BuildOptions, work string) (Lang, []Step, error) {
 			return "", nil, err
 		}
 		// OPA writes a bundle; Build takes policy.wasm out of it.
-		return lang, []Step{{Dir: dir, Args: toolchain.RegoArgs(filepath.Join(work, regoBundle), ep, policies...), Out: out}}, nil
+		return lang, []Step{{Dir: dir, Args: toolchain.RegoArgs(filepath.Join(work, regoBundle), ep, policies...), Out: out, Rego: policies}}, nil
 	}
 	return "", nil, fmt.Errorf("unknown language %q", lang)
 }
@@ -216,6 +223,7 @@ func Build(ctx context.Context, opts BuildOptions) (*Result, error) {
 		}
 	}
 	var out string
+	var input *regoinput.Paths
 	for _, s := range steps {
 		if _, err := exec.LookPath(s.Args[0]); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w\n%s", ErrToolchainMissing, s.Args[0], err, toolchain.Hint(toolchain.Language(lang)))
@@ -237,8 +245,24 @@ func Build(ctx context.Context, opts BuildOptions) (*Result, error) {
 			}
 			out = s.Out
 		}
+		if len(s.Rego) > 0 {
+			srcs := make([]string, len(s.Rego))
+			for i, f := range s.Rego {
+				srcs[i] = filepath.Join(s.Dir, f)
+			}
+			p, err := regoinput.RecordFile(out, srcs...)
+			if err != nil {
+				return nil, err
+			}
+			input = &p
+		}
 	}
-	return Describe(lang, out)
+	res, err := Describe(lang, out)
+	if err != nil {
+		return nil, err
+	}
+	res.Input = input
+	return res, nil
 }
 
 // Describe reads a module file and returns its size and sha256.

@@ -124,6 +124,13 @@ func TestScaffoldBuildRunInstall(t *testing.T) {
 			if wasm.Digest(module) != res.SHA256 || len(module) != res.Size {
 				t.Fatalf("result %+v does not describe the file", res)
 			}
+			// A Rego build records what the policy reads of its input (the host gives it
+			// only that); other languages' builds record nothing.
+			if want := "input.parameters, input.review.object.metadata.labels, input.review.operation"; tc.lang == toolkit.Rego && (res.Input == nil || res.Input.String() != want) {
+				t.Errorf("recorded input %v, want %s", res.Input, want)
+			} else if tc.lang != toolkit.Rego && res.Input != nil {
+				t.Errorf("a %s build recorded input %v", tc.lang, res.Input)
+			}
 
 			// The scaffold's own sample request and config, as `plugin test` reads them.
 			req, err := toolkit.ReadJSONFile(filepath.Join(dir, "request.json"), nil)

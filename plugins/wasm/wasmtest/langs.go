@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wasmplane/wasmplane/plugins/wasm/toolkit/regoinput"
 	"github.com/wasmplane/wasmplane/plugins/wasm/toolkit/toolchain"
 )
 
@@ -176,9 +177,22 @@ func Rego(tb testing.TB, example string) []byte {
 	return RegoSource(tb, string(src), "")
 }
 
-// RegoSource compiles a Rego policy with OPA; entrypoint defaults to the rule
-// `wasmplane plugin build` would pick (toolchain.RegoEntrypoint).
+// RegoSource compiles a Rego policy with OPA and records what it reads of its input
+// (regoinput), as `wasmplane plugin build` does; entrypoint defaults to the rule the
+// build would pick (toolchain.RegoEntrypoint).
 func RegoSource(tb testing.TB, src, entrypoint string) []byte {
+	tb.Helper()
+	return regoSource(tb, src, entrypoint, true)
+}
+
+// RegoSourceUnrecorded compiles a Rego policy as `opa build` alone does: the module has
+// no record of what the policy reads, and the host gives it the whole request.
+func RegoSourceUnrecorded(tb testing.TB, src, entrypoint string) []byte {
+	tb.Helper()
+	return regoSource(tb, src, entrypoint, false)
+}
+
+func regoSource(tb testing.TB, src, entrypoint string, record bool) []byte {
 	tb.Helper()
 	opa := RequireTool(tb, "opa")
 	if entrypoint == "" {
@@ -188,7 +202,7 @@ func RegoSource(tb testing.TB, src, entrypoint string) []byte {
 		}
 		entrypoint = ep
 	}
-	return buildExample(tb, "rego:"+entrypoint+":"+src, func(out, work string) error {
+	return buildExample(tb, fmt.Sprintf("rego:%v:%s:%s", record, entrypoint, src), func(out, work string) error {
 		policy := filepath.Join(work, "policy.rego")
 		if err := os.WriteFile(policy, []byte(src), 0o644); err != nil {
 			return err
@@ -198,6 +212,10 @@ func RegoSource(tb testing.TB, src, entrypoint string) []byte {
 		if err := runTool(work, opa, args[1:]...); err != nil {
 			return err
 		}
-		return toolchain.Unbundle(bundle, out)
+		if err := toolchain.Unbundle(bundle, out); err != nil || !record {
+			return err
+		}
+		_, err := regoinput.RecordFile(out, policy)
+		return err
 	})
 }

@@ -20,6 +20,13 @@ const (
 	HostLog          = "log"
 )
 
+// RegoInputSection names the custom section in which `wasmplane plugin build --lang rego`
+// records what a Rego policy (an OPA module, which speaks OPA's ABI rather than this one)
+// reads of its input: the JSON {"paths": [ [key, …], … ]} of the subtrees below input it may
+// reach; with "whole": "<why>" (or "paths": null), the whole input (sdk/ABI.md §8,
+// docs/plugins/rego.md).
+const RegoInputSection = "wasmplane.rego.input"
+
 // Hook names: a module implements a hook by exporting a function of this name.
 const (
 	HookConfigure    = "configure"

@@ -1,0 +1,180 @@
+package wasm
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/wasmplane/wasmplane/sdk/go/abi"
+	"github.com/wasmplane/wasmplane/sdk/go/jsonview"
+)
+
+// A Rego call spends most of its time in OPA's guest parsing the input JSON, and the
+// request (the whole object, at input.request and input.review) is nearly all of it.
+// `wasmplane plugin build --lang rego` records in the module which subtrees of input the
+// policy may read (plugins/wasm/toolkit/regoinput, found with OPA's compiler); the host
+// then writes the policy a request holding only those subtrees, byte for byte as they
+// are in the request, so that every reference the policy makes has the value it had.
+
+// inputTree is the part of the admission request a policy may read: for each key kept,
+// either the whole member (a nil child) or, when the member is an object, the part of it
+// kept. A nil *inputTree is the whole request.
+type inputTree struct {
+	keys []string
+	kids []*inputTree
+}
+
+// regoInputRecord is the custom section's JSON (regoinput.Paths).
+type regoInputRecord struct {
+	Paths [][]string `json:"paths"`
+	Whole string     `json:"whole"`
+}
+
+// readRegoInput returns the part of the request the module's record allows the policy to
+// read, or nil for the whole request: a module without the record (built by `opa build`
+// directly), or whose record says the whole input. A record that does not read is an
+// error: the module is broken, and guessing could hide members the policy reads.
+func readRegoInput(wasm []byte) (*inputTree, error) {
+	payload, found, err := customSection(wasm, abi.RegoInputSection)
+	if err != nil || !found {
+		return nil, err
+	}
+	var rec regoInputRecord
+	if err := json.Unmarshal(payload, &rec); err != nil {
+		return nil, fmt.Errorf("custom section %s: %w", abi.RegoInputSection, err)
+	}
+	if rec.Whole != "" || rec.Paths == nil {
+		return nil, nil
+	}
+	t := &inputTree{}
+	for _, path := range rec.Paths {
+		if len(path) == 0 {
+			return nil, nil
+		}
+		// The request is the value of input.request and of input.review alike; the
+		// other members of input (apiVersion, kind, parameters) are written whole.
+		if path[0] != "request" && path[0] != "review" {
+			continue
+		}
+		if len(path) == 1 {
+			return nil, nil
+		}
+		t.add(path[1:])
+	}
+	return t, nil
+}
+
+// add keeps the member at path whole.
+func (t *inputTree) add(path []string) {
+	for i, k := range t.keys {
+		if k != path[0] {
+			continue
+		}
+		switch {
+		case t.kids[i] == nil: // kept whole already
+		case len(path) == 1:
+			t.kids[i] = nil
+		default:
+			t.kids[i].add(path[1:])
+		}
+		return
+	}
+	t.keys = append(t.keys, path[0])
+	if len(path) == 1 {
+		t.kids = append(t.kids, nil)
+		return
+	}
+	kid := &inputTree{}
+	kid.add(path[1:])
+	t.kids = append(t.kids, kid)
+}
+
+// project appends to dst the object obj with only the members t keeps, each written as
+// the request has it (duplicate keys included, in their order). A member t descends into
+// that is not an object is kept whole: a policy's reference below it is undefined either
+// way.
+func (t *inputTree) project(dst []byte, obj jsonview.Value) []byte {
+	dst = append(dst, '{')
+	n := 0
+	for k, v := range obj.Members() {
+		i := t.index(k)
+		if i < 0 {
+			continue
+		}
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		n++
+		dst = append(dst, k.Raw()...)
+		dst = append(dst, ':')
+		if kid := t.kids[i]; kid != nil && v.Kind() == jsonview.Object {
+			dst = kid.project(dst, v)
+		} else {
+			dst = append(dst, v.Raw()...)
+		}
+	}
+	return append(dst, '}')
+}
+
+func (t *inputTree) index(k jsonview.Value) int {
+	for i, key := range t.keys {
+		if k.Is(key) {
+			return i
+		}
+	}
+	return -1
+}
+
+// customSection returns the payload of the module's first custom section of that name.
+func customSection(wasm []byte, name string) ([]byte, bool, error) {
+	if len(wasm) < 8 {
+		return nil, false, fmt.Errorf("not a WebAssembly binary module")
+	}
+	r := &wreader{b: wasm, off: 8}
+	for !r.eof() {
+		id := r.byte()
+		payload := r.bytes(int(r.u32()))
+		if r.err != nil {
+			return nil, false, fmt.Errorf("section %d: %w", id, r.err)
+		}
+		if id != secCustom {
+			continue
+		}
+		pr := &wreader{b: payload}
+		if pr.name() == name && pr.err == nil {
+			return payload[pr.off:], true, nil
+		}
+	}
+	return nil, false, nil
+}
+
+// compactPodsSuffice tells whether the compact pod document (ABI §7.5) has, at every member
+// t keeps of a request's object and oldObject, the JSON the whole Pod has there, so that a
+// policy given the projection of either reads the same values. Only the metadata members
+// the compact document copies as they are qualify: name, namespace and labels (a map,
+// written with its keys sorted as encoding/json writes the whole Pod's). The whole Pod is
+// encoded with encoding/json's reflection, cold when a request comes; the compact document
+// is written by plain code: for a policy that reads only a pod's labels, most of what is
+// left of a call once OPA parses only those.
+func (t *inputTree) compactPodsSuffice() bool {
+	for i, k := range t.keys {
+		if k != "object" && k != "oldObject" {
+			continue
+		}
+		obj := t.kids[i]
+		if obj == nil {
+			return false
+		}
+		for j, ok := range obj.keys {
+			meta := obj.kids[j]
+			if ok != "metadata" || meta == nil {
+				return false
+			}
+			for _, mk := range meta.keys {
+				if mk != "name" && mk != "namespace" && mk != "labels" {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
