@@ -246,9 +246,9 @@ func check(t *testing.T, v jsonview.Value) {
 	}
 }
 
-// TestStringLengths: strings are read byte by byte up to a length and searched for their
-// closing quote past it; escaped quotes and backslashes on either side of that length, and
-// across it, end strings where encoding/json ends them.
+// TestStringLengths: strings are read eight bytes at a time, then byte by byte; escaped
+// quotes and backslashes at every place in the words and across them end strings where
+// encoding/json ends them.
 func TestStringLengths(t *testing.T) {
 	for n := range 80 {
 		for _, esc := range []string{`"`, `\`, `\"`, `\\`, `é`} {
