@@ -14,20 +14,31 @@
 // invalid UTF-8 is decoded by encoding/json itself. Keys are matched exactly (not case-
 // insensitively as encoding/json matches struct fields), and the first of duplicate keys
 // is found; JSON from the host has no duplicates. The bytes are not validated: the host
-// sends valid JSON, and on anything else methods answer as for a missing value.
+// sends valid JSON; on anything else methods do not panic, and answer as for a missing
+// value where they find the JSON broken.
 package jsonview
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"iter"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
 
 // Value is one JSON value read in place; the zero Value is a missing one.
+//
+// An object or array found by Get is open: raw starts at its bracket and runs to the end
+// of the document, and its own end is found only if Raw or Decode asks for it. Reading a
+// member of the object, or its items, stops at its closing bracket anyway, so a path such
+// as At("object", "spec") does not first scan all of "object" to find where it ends: a
+// plugin's call then reads each byte of the request about once instead of once per
+// level of the path.
 type Value struct {
-	raw []byte
+	raw  []byte
+	open bool
 }
 
 // Kind is the type of a JSON value.
@@ -57,8 +68,18 @@ func Parse(b []byte) Value {
 	return Value{raw: b[i:j]}
 }
 
-// Raw returns the value's JSON text, or nil for a missing value.
-func (v Value) Raw() []byte { return v.raw }
+// Raw returns the value's JSON text, or nil for a missing value (or an object or array
+// whose end is not in the document).
+func (v Value) Raw() []byte {
+	if !v.open {
+		return v.raw
+	}
+	end, ok := skipValue(v.raw, 0)
+	if !ok {
+		return nil
+	}
+	return v.raw[:end]
+}
 
 // Exists tells whether the value is there (null is there).
 func (v Value) Exists() bool { return len(v.raw) > 0 }
@@ -86,36 +107,57 @@ func (v Value) Kind() Kind {
 // Get returns the member key of an object; a missing Value if v is not an object or has
 // no such member.
 func (v Value) Get(key string) Value {
-	if len(v.raw) == 0 || v.raw[0] != '{' {
+	b, start := v.find(key)
+	if start < 0 {
 		return Value{}
+	}
+	if c := b[start]; c == '{' || c == '[' {
+		return Value{raw: b[start:], open: true}
+	}
+	end, ok := skipValue(b, start)
+	if !ok {
+		return Value{}
+	}
+	return Value{raw: b[start:end]}
+}
+
+// find returns the bytes v reads and where the value of its member key starts in them, or
+// -1 if v is not an object or has no such member. The members before it are skipped; the
+// member's own value is not.
+func (v Value) find(key string) ([]byte, int) {
+	if len(v.raw) == 0 || v.raw[0] != '{' {
+		return nil, -1
 	}
 	b := v.raw
 	i := skipSpace(b, 1)
 	for i < len(b) && b[i] == '"' {
 		end, ascii, ok := scanKey(b, i)
 		if !ok {
-			return Value{}
+			return nil, -1
 		}
 		rawKey := b[i+1 : end-1]
 		i = skipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
-			return Value{}
+			return nil, -1
 		}
 		start := skipSpace(b, i+1)
+		if start >= len(b) {
+			return nil, -1
+		}
+		if ascii && sameBytes(rawKey, key) || !ascii && keyIs(rawKey, key) {
+			return b, start
+		}
 		vend, ok := skipValue(b, start)
 		if !ok {
-			return Value{}
-		}
-		if ascii && string(rawKey) == key || !ascii && keyIs(rawKey, key) {
-			return Value{raw: b[start:vend]}
+			return nil, -1
 		}
 		i = skipSpace(b, vend)
 		if i >= len(b) || b[i] != ',' {
-			return Value{}
+			return nil, -1
 		}
 		i = skipSpace(b, i+1)
 	}
-	return Value{}
+	return nil, -1
 }
 
 // At follows a path of object members: v.At("metadata", "labels") is
@@ -127,8 +169,11 @@ func (v Value) At(keys ...string) Value {
 	return v
 }
 
-// Has tells whether v is an object with a member key.
-func (v Value) Has(key string) bool { return v.Get(key).Exists() }
+// Has tells whether v is an object with a member key (its value is not read).
+func (v Value) Has(key string) bool {
+	_, start := v.find(key)
+	return start >= 0
+}
 
 // Index returns item i of an array; a missing Value if v is not an array or is shorter.
 func (v Value) Index(i int) Value {
@@ -291,7 +336,11 @@ func (v Value) Decode(dst any) error {
 	if len(v.raw) == 0 {
 		return json.Unmarshal([]byte("null"), dst)
 	}
-	return json.Unmarshal(v.raw, dst)
+	raw := v.Raw()
+	if raw == nil {
+		return json.Unmarshal(v.raw, dst) // the document is broken: let encoding/json say where
+	}
+	return json.Unmarshal(raw, dst)
 }
 
 // plain returns the body of the quoted string q when decoding it would give the same
@@ -326,6 +375,20 @@ func keyIs(raw []byte, key string) bool {
 	return s == key
 }
 
+// sameBytes tells whether b holds the bytes of s. Keys are short: a loop here is cheaper
+// in a WebAssembly guest than the runtime's memequal, which is two calls.
+func sameBytes(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		if b[i] != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func skipSpace(b []byte, i int) int {
@@ -353,26 +416,46 @@ func scanKey(b []byte, i int) (end int, ascii, ok bool) {
 	return 0, false, false
 }
 
-// skipString returns the index after the string starting at b[i] == '"'. It jumps from
-// quote to quote (bytes.IndexByte is assembly, in WebAssembly too) rather than looking
-// at every byte.
+// skipString returns the index after the string starting at b[i] == '"'. It reads eight
+// bytes at a time, looking for a quote or a backslash in all eight at once: in a
+// WebAssembly guest a loop over bytes, or a call to bytes.IndexByte per string, costs
+// several times more.
 func skipString(b []byte, i int) (int, bool) {
-	for {
-		j := bytes.IndexByte(b[i+1:], '"')
-		if j < 0 {
-			return 0, false
+	j := i + 1
+	for j+8 <= len(b) {
+		w := binary.LittleEndian.Uint64(b[j:])
+		m := bytesEqual(w, '"') | bytesEqual(w, '\\')
+		if m == 0 {
+			j += 8
+			continue
 		}
-		i += 1 + j
-		// The quote ends the string unless an odd number of backslashes precede it
-		// (the opening quote stops the count).
-		k := i - 1
-		for b[k] == '\\' {
-			k--
+		// The lowest marked byte is the first quote or backslash (a borrow can only
+		// mark bytes after a real match).
+		j += bits.TrailingZeros64(m) >> 3
+		if b[j] == '"' {
+			return j + 1, true
 		}
-		if (i-1-k)%2 == 0 {
-			return i + 1, true
+		j += 2 // a backslash and the byte it escapes
+	}
+	for j < len(b) {
+		switch b[j] {
+		case '"':
+			return j + 1, true
+		case '\\':
+			j += 2
+		default:
+			j++
 		}
 	}
+	return 0, false
+}
+
+// bytesEqual marks, with its high bit, each byte of w that equals c; bytes after a marked
+// one may be marked too.
+func bytesEqual(w uint64, c byte) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	x := w ^ (ones * uint64(c))
+	return (x - ones) &^ x & highs
 }
 
 // structural marks the bytes skipValue stops at inside an object or array.

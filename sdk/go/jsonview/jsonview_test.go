@@ -245,3 +245,31 @@ func check(t *testing.T, v jsonview.Value) {
 		}
 	}
 }
+
+// TestStringLengths: strings are read eight bytes at a time, then byte by byte; escaped
+// quotes and backslashes at every place in the words and across them end strings where
+// encoding/json ends them.
+func TestStringLengths(t *testing.T) {
+	for n := range 80 {
+		for _, esc := range []string{`"`, `\`, `\"`, `\\`, `é`} {
+			for at := range n + 1 {
+				s := strings.Repeat("x", at) + esc + strings.Repeat("y", n-at)
+				q, _ := json.Marshal(s)
+				doc := []byte(`{"a":[` + string(q) + `,{"k":` + string(q) + `}],"b":` + string(q) + `,"c":7}`)
+				v := jsonview.Parse(doc)
+				if c, ok := v.Get("c").Int(); !ok || c != 7 {
+					t.Fatalf("%s: c = %d, %v", doc, c, ok)
+				}
+				if got := v.Get("b").String(); got != s {
+					t.Fatalf("%s: b = %q", doc, got)
+				}
+				if got := v.Get("a").Index(1).Get("k").String(); got != s {
+					t.Fatalf("%s: a[1].k = %q", doc, got)
+				}
+				if got := string(v.Get("a").Raw()); got != `[`+string(q)+`,{"k":`+string(q)+`}]` {
+					t.Fatalf("%s: a = %s", doc, got)
+				}
+			}
+		}
+	}
+}

@@ -24,7 +24,7 @@ func Register(fn func(req *abi.AdmissionRequest) (abi.MutateResponse, error)) {
 // request or object is built in memory); req and what it yields alias the request and
 // are valid until the handler returns.
 func RegisterView(fn func(req jsonview.Value) (abi.MutateResponse, error)) {
-	handler = guest.AdmissionView(fn, guest.EncodeMutate)
+	handler = guest.MutateView(fn)
 }
 
 // Handle runs the registered handler on one encoded request, as the host's call does;

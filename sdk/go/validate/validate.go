@@ -24,7 +24,7 @@ func Register(fn func(req *abi.AdmissionRequest) (abi.ValidateResponse, error)) 
 // request or object is built in memory); req and what it yields alias the request and
 // are valid until the handler returns.
 func RegisterView(fn func(req jsonview.Value) (abi.ValidateResponse, error)) {
-	handler = guest.AdmissionView(fn, guest.EncodeValidate)
+	handler = guest.ValidateView(fn)
 }
 
 // Handle runs the registered handler on one encoded request, as the host's call does;

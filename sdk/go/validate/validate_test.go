@@ -18,6 +18,8 @@ func TestRegisterView(t *testing.T) {
 			return abi.ValidateResponse{}, errors.New("cannot judge a connect")
 		case op.Is("DELETE"):
 			panic("no deletes here")
+		case op.Is("UPDATE"):
+			return abi.ValidateResponse{Allowed: true}, nil
 		}
 		if !req.At("object", "metadata", "labels").Has("team") {
 			return abi.ValidateResponse{Code: 403, Reason: "Forbidden", Message: `label "team" is required`}, nil
@@ -31,6 +33,7 @@ func TestRegisterView(t *testing.T) {
 			`{"allowed":false,"code":403,"reason":"Forbidden","message":"label \"team\" is required"}`},
 		{"error", `{"operation":"CONNECT"}`, `{"error":"cannot judge a connect"}`},
 		{"panic", `{"operation":"DELETE"}`, `{"error":"panic: no deletes here"}`},
+		{"allowed after a panic", `{"operation":"UPDATE"}`, `{"allowed":true}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

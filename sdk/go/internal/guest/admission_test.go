@@ -128,6 +128,12 @@ func TestEncodeAnswersMatchEncodingJSON(t *testing.T) {
 		{Allowed: false, Code: 403, Reason: "Forbidden", Message: `label "team" is required; café`, Warnings: []string{"w1", "w2"},
 			AuditAnnotations: map[string]string{"z": "1", "a": "2", "m": ""}},
 		{Allowed: true, Warnings: []string{}, AuditAnnotations: map[string]string{}},
+		{Allowed: true, Code: 200},
+		{Allowed: true, Reason: "r"},
+		{Allowed: true, Message: "m"},
+		{Allowed: true, Warnings: []string{"w"}},
+		{Allowed: true, AuditAnnotations: map[string]string{"k": "v"}},
+		{Allowed: true, Error: "e"},
 	}
 	for _, v := range validates {
 		want, _ := json.Marshal(v)

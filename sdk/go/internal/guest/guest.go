@@ -17,6 +17,14 @@ import (
 // between our calls, so the garbage collector must never see them as free.
 var buffers = map[uint32][]byte{}
 
+// lastPtr and last are the buffer allocated last, which is the host's input buffer for
+// every call after the first (the host keeps it): Input finds it without a map lookup,
+// whose code and memory are cold in a call that comes after the API server's other work.
+var (
+	lastPtr uint32
+	last    []byte
+)
+
 // out holds the last response until the host's next call, as ABI §3 requires; its
 // backing array is reused for the next response once the host has copied it.
 var out []byte
@@ -30,7 +38,10 @@ var ConfigureFunc func(*abi.ConfigureRequest) error
 // Input returns the request bytes the host wrote at ptr; ptr is always a buffer this SDK
 // allocated, so no pointer arithmetic is needed.
 func Input(ptr, n uint32) []byte {
-	b, ok := buffers[ptr]
+	b, ok := last, ptr == lastPtr && ptr != 0
+	if !ok {
+		b, ok = buffers[ptr]
+	}
 	if !ok || uint32(len(b)) < n {
 		return nil
 	}
@@ -40,7 +51,12 @@ func Input(ptr, n uint32) []byte {
 // Serve runs one hook: it calls h with the request and turns its answer, its error or its
 // panic into the response bytes.
 func Serve(in []byte, h func(in []byte, out []byte) ([]byte, error)) (resp []byte) {
+	// recover is called only when h did not return: a call that returns does not run it.
+	returned := false
 	defer func() {
+		if returned {
+			return
+		}
 		if r := recover(); r != nil {
 			resp = ErrorResponse(fmt.Errorf("panic: %v", r))
 		}
@@ -49,6 +65,7 @@ func Serve(in []byte, h func(in []byte, out []byte) ([]byte, error)) (resp []byt
 		return ErrorResponse(fmt.Errorf("request buffer was not allocated by wasmplane_alloc"))
 	}
 	b, err := h(in, out[:0])
+	returned = true
 	if err != nil {
 		return ErrorResponse(err)
 	}
@@ -114,11 +131,17 @@ func Alloc(size uint32, addr func([]byte) uint32) uint32 {
 	b := make([]byte, size)
 	p := addr(b)
 	buffers[p] = b
+	lastPtr, last = p, b
 	return p
 }
 
 // Free lets the garbage collector have a buffer back.
-func Free(ptr uint32) { delete(buffers, ptr) }
+func Free(ptr uint32) {
+	delete(buffers, ptr)
+	if ptr == lastPtr {
+		lastPtr, last = 0, nil
+	}
+}
 
 // AppendString appends s as a JSON string.
 func AppendString(b []byte, s string) []byte {
