@@ -7,11 +7,14 @@
 //   - on wasmplane, WASM plugins in Rust, C, AssemblyScript, standard Go and Rego
 //     (Gatekeeper's k8srequiredlabels compiled by OPA), built from examples/plugins.
 //
-// Each mechanism is bound to a namespace of its own; the creates (pods that carry the
-// label, so every policy evaluates and allows) go to one namespace at a time, the cases
-// taking turns round after round so that every case sees the same drift of the server.
-// Figures: p50/p99 at a fixed rate, and creates/s with p50/p99 at saturation, each with
-// what the case adds over its own server's no-policy baseline.
+// Each mechanism is bound to a namespace of its own; the creates are pods that carry the
+// label, so every policy evaluates and allows. At the fixed rate the cases of a server
+// take turns create by create (create k goes to case k mod n), so every case sees the
+// same load — the rate is the server's, over all its cases — and the same drift; at
+// saturation each case runs alone in turn, round after round, so that its creates/s and
+// the server's CPU per create are its own. Figures: p50/p99 at the fixed rate; creates/s,
+// p50/p99 and the server's CPU per create at saturation; each with what the case adds
+// over its own server's no-policy baseline.
 //
 //	go run ./tests/bench/policy                       # both servers, every case
 //	go run ./tests/bench/policy -only wasmplane -langs rust,rego
@@ -63,7 +66,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "run one side only: wasmplane or kube-apiserver")
 	flag.StringVar(&o.langs, "langs", "rust,c,assemblyscript,go,rego", "WASM plugin languages on wasmplane (comma-separated; empty for none)")
 	flag.IntVar(&o.rate, "rate", 200, "creates/s of the fixed-rate figure")
-	flag.Float64Var(&o.seconds, "seconds", 4, "seconds of fixed-rate creates per case and round")
+	flag.Float64Var(&o.seconds, "seconds", 20, "seconds of fixed-rate creates per server and round (its cases take turns)")
 	flag.IntVar(&o.rounds, "rounds", 2, "rounds: every case runs once per round")
 	flag.IntVar(&o.saturation, "saturation", 600, "creates per case and round at saturation (0 skips the figure)")
 	flag.IntVar(&o.workers, "workers", 16, "parallel clients at saturation")
@@ -89,6 +92,9 @@ type sample struct {
 	paced, saturated []time.Duration
 	satElapsed       time.Duration
 	satCreates       int
+	// satCPU is the server's processes' CPU time over the saturation creates
+	// (kube-apiserver's includes its etcd; the webhook's runs in this process, not counted)
+	satCPU time.Duration
 }
 
 func run(ctx context.Context, o options) error {
@@ -144,23 +150,35 @@ func run(ctx context.Context, o options) error {
 	seq := 0
 	for round := range o.rounds {
 		for _, s := range servers {
+			lat, err := paced(ctx, s.cs, s.cases, o, &seq)
+			if err != nil {
+				return fmt.Errorf("%s round %d at %d creates/s: %w", s.name, round+1, o.rate, err)
+			}
+			for i, c := range s.cases {
+				results[s.name][c].paced = append(results[s.name][c].paced, lat[i]...)
+			}
+			if o.saturation == 0 {
+				continue
+			}
 			for _, c := range s.cases {
 				r := results[s.name][c]
-				lat, err := paced(ctx, s.cs, c, o, &seq)
+				cpu0, err := serverCPU(s.cp)
+				if err != nil {
+					return err
+				}
+				start := time.Now()
+				lat, err := saturate(ctx, s.cs, c, o, &seq)
 				if err != nil {
 					return fmt.Errorf("%s %s round %d: %w", s.name, c, round+1, err)
 				}
-				r.paced = append(r.paced, lat...)
-				if o.saturation > 0 {
-					start := time.Now()
-					lat, err := saturate(ctx, s.cs, c, o, &seq)
-					if err != nil {
-						return fmt.Errorf("%s %s round %d: %w", s.name, c, round+1, err)
-					}
-					r.satElapsed += time.Since(start)
-					r.satCreates += len(lat)
-					r.saturated = append(r.saturated, lat...)
+				r.satElapsed += time.Since(start)
+				cpu1, err := serverCPU(s.cp)
+				if err != nil {
+					return err
 				}
+				r.satCPU += cpu1 - cpu0
+				r.satCreates += len(lat)
+				r.saturated = append(r.saturated, lat...)
 			}
 		}
 	}
@@ -268,8 +286,9 @@ func pod(name string, team bool) *corev1.Pod {
 		Spec: corev1.PodSpec{AutomountServiceAccountToken: &f, Containers: []corev1.Container{{Name: "c", Image: "example.com/hello:1"}}}}
 }
 
-// paced creates at o.rate for o.seconds and returns each create's latency.
-func paced(ctx context.Context, cs kubernetes.Interface, ns string, o options, seq *int) ([]time.Duration, error) {
+// paced creates at o.rate for o.seconds, the cases taking turns create by create, and
+// returns each case's latencies.
+func paced(ctx context.Context, cs kubernetes.Interface, cases []string, o options, seq *int) ([][]time.Duration, error) {
 	n := int(float64(o.rate) * o.seconds)
 	interval := time.Second / time.Duration(o.rate)
 	lat := make([]time.Duration, n)
@@ -279,7 +298,7 @@ func paced(ctx context.Context, cs kubernetes.Interface, ns string, o options, s
 	for i := range n {
 		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
 		*seq++
-		name := fmt.Sprintf("p-%d", *seq)
+		name, ns := fmt.Sprintf("p-%d", *seq), cases[i%len(cases)]
 		wg.Go(func() {
 			t0 := time.Now()
 			_, errs[i] = cs.CoreV1().Pods(ns).Create(ctx, pod(name, true), metav1.CreateOptions{})
@@ -287,7 +306,29 @@ func paced(ctx context.Context, cs kubernetes.Interface, ns string, o options, s
 		})
 	}
 	wg.Wait()
-	return lat, errors.Join(errs...)
+	byCase := make([][]time.Duration, len(cases))
+	for i, d := range lat {
+		byCase[i%len(cases)] = append(byCase[i%len(cases)], d)
+	}
+	return byCase, errors.Join(errs...)
+}
+
+// serverCPU is the CPU time the server's processes have used so far.
+func serverCPU(cp *peers.ControlPlane) (time.Duration, error) {
+	var total time.Duration
+	seen := map[int]bool{} // a process may be listed under two names
+	for name, p := range cp.Procs {
+		if seen[p.Pid] {
+			continue
+		}
+		seen[p.Pid] = true
+		d, err := peers.CPUTime(p.Pid)
+		if err != nil {
+			return 0, fmt.Errorf("CPU time of %s: %w", name, err)
+		}
+		total += d
+	}
+	return total, nil
 }
 
 // saturate creates o.saturation pods with o.workers clients.
@@ -335,14 +376,15 @@ func added(d, base time.Duration) string {
 }
 
 func report(w *os.File, servers []*server, results map[string]map[string]*sample, o options) {
-	fmt.Fprintf(w, "\nrule: pods must carry the label team; %d rounds; fixed rate %d creates/s for %.1f s per case and round; saturation %d creates per case and round with %d clients\n",
+	fmt.Fprintf(w, "\nrule: pods must carry the label team; %d rounds; fixed rate %d creates/s for %.1f s per server and round, its cases taking turns create by create; saturation %d creates per case and round with %d clients\n",
 		o.rounds, o.rate, o.seconds, o.saturation, o.workers)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "server\tcase\trate p50 µs\tp99 µs\tadds p50\tadds p99\tsat creates/s\tsat p50 µs\tsat p99 µs\tadds p50\tadds p99\t")
+	fmt.Fprintln(tw, "server\tcase\tcreates\trate p50 µs\tp99 µs\tadds p50\tadds p99\tsat creates/s\tsat p50 µs\tsat p99 µs\tadds p50\tadds p99\tserver CPU/create µs\tadds\t")
 	for _, s := range servers {
 		base := results[s.name]["baseline"]
 		bp50, bp99 := pct(base.paced, 0.5), pct(base.paced, 0.99)
 		bs50, bs99 := pct(base.saturated, 0.5), pct(base.saturated, 0.99)
+		bcpu := perCreate(base)
 		for _, c := range s.cases {
 			r := results[s.name][c]
 			p50, p99 := pct(r.paced, 0.5), pct(r.paced, 0.99)
@@ -351,9 +393,14 @@ func report(w *os.File, servers []*server, results map[string]map[string]*sample
 			if r.satElapsed > 0 {
 				tput = float64(r.satCreates) / r.satElapsed.Seconds()
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t\n", s.name, c, us(p50), us(p99), added(p50, bp50), added(p99, bp99),
-				tput, us(s50), us(s99), added(s50, bs50), added(s99, bs99))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.name, c, len(r.paced), us(p50), us(p99), added(p50, bp50), added(p99, bp99),
+				tput, us(s50), us(s99), added(s50, bs50), added(s99, bs99), us(perCreate(r)), added(perCreate(r), bcpu))
 		}
 	}
 	_ = tw.Flush()
+}
+
+// perCreate is the server's CPU per create at saturation.
+func perCreate(r *sample) time.Duration {
+	return r.satCPU / time.Duration(max(r.satCreates, 1))
 }
