@@ -60,7 +60,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -294,20 +293,8 @@ type cpuSample struct{ server, self time.Duration }
 // names it is known by) and of this process.
 func (s *side) cpu() cpuSample {
 	var c cpuSample
-	seen := map[int]bool{}
-	for _, p := range s.cp.Procs {
-		if p == nil || seen[p.Pid] {
-			continue
-		}
-		seen[p.Pid] = true
-		if t, err := peers.CPUTime(p.Pid); err == nil {
-			c.server += t
-		}
-	}
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
-		c.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
+	c.server, _ = s.cp.CPUTime()
+	c.self, _ = peers.SelfCPU()
 	return c
 }
 

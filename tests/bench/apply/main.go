@@ -182,7 +182,7 @@ func measure(ctx context.Context, s *server, kind string, o options) error {
 	if kind == "server-side apply" {
 		send = apply
 	}
-	cpu0, err := serverCPU(s)
+	cpu0, err := s.cp.CPUTime()
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func measure(ctx context.Context, s *server, kind string, o options) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	cpu1, err := serverCPU(s)
+	cpu1, err := s.cp.CPUTime()
 	if err != nil {
 		return err
 	}
@@ -225,26 +225,6 @@ func measure(ctx context.Context, s *server, kind string, o options) error {
 	s.p99[kind] = append(s.p99[kind], all[len(all)*99/100])
 	s.cpuPerReq[kind] = append(s.cpuPerReq[kind], (cpu1-cpu0)/time.Duration(len(all)))
 	return nil
-}
-
-// serverCPU is the CPU time of all of the server's processes (kube-apiserver's etcd too;
-// wasmplane's etcd is embedded), each counted once: a process may be listed under two
-// names (wasmplane's also as "wasmplane" when -wasmplane-bin names it otherwise).
-func serverCPU(s *server) (time.Duration, error) {
-	var total time.Duration
-	seen := map[int]bool{}
-	for _, p := range s.cp.Procs {
-		if seen[p.Pid] {
-			continue
-		}
-		seen[p.Pid] = true
-		t, err := peers.CPUTime(p.Pid)
-		if err != nil {
-			return 0, err
-		}
-		total += t
-	}
-	return total, nil
 }
 
 func median[T int64 | float64 | time.Duration](xs []T) T {

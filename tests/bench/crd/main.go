@@ -25,7 +25,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -108,34 +107,6 @@ type server struct {
 	// wall time of a full LIST of the stored objects in JSON (median of listRounds),
 	// read after the resident memory
 	list time.Duration
-}
-
-// serverCPU is the CPU time the server's processes have used so far.
-func serverCPU(s *server) (time.Duration, error) {
-	var total time.Duration
-	seen := map[int]bool{} // a process may be listed under two names
-	for name, p := range s.cp.Procs {
-		if seen[p.Pid] {
-			continue
-		}
-		seen[p.Pid] = true
-		d, err := peers.CPUTime(p.Pid)
-		if err != nil {
-			return 0, fmt.Errorf("CPU time of %s: %w", name, err)
-		}
-		total += d
-	}
-	return total, nil
-}
-
-// selfCPU is the CPU time (user and system) this process has used so far: the
-// clients' share of the machine.
-func selfCPU() (time.Duration, error) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, fmt.Errorf("getrusage: %w", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
 // listRounds is how many full LISTs of the stored objects are timed.
@@ -224,17 +195,17 @@ func run(ctx context.Context, o options) error {
 					profiled = make(chan error, 1)
 					go func() { profiled <- peers.CPUProfile(ctx, s.cs, o.profileFor, o.profileDir, kind) }()
 				}
-				cpuBefore, err := serverCPU(s)
+				cpuBefore, err := s.cp.CPUTime()
 				if err != nil {
 					return err
 				}
-				selfBefore, err := selfCPU()
+				selfBefore, err := peers.SelfCPU()
 				if err != nil {
 					return err
 				}
 				n, d, err := creates(ctx, s, kind, fmt.Sprintf("r%d-k%d", round, ki), o) // names unique per round and kind
-				selfAfter, serr := selfCPU()
-				cpuAfter, cerr := serverCPU(s)
+				selfAfter, serr := peers.SelfCPU()
+				cpuAfter, cerr := s.cp.CPUTime()
 				if err == nil {
 					err = errors.Join(serr, cerr)
 				}

@@ -162,7 +162,7 @@ func run(ctx context.Context, o options) error {
 			}
 			for _, c := range s.cases {
 				r := results[s.name][c]
-				cpu0, err := serverCPU(s.cp)
+				cpu0, err := s.cp.CPUTime()
 				if err != nil {
 					return err
 				}
@@ -172,7 +172,7 @@ func run(ctx context.Context, o options) error {
 					return fmt.Errorf("%s %s round %d: %w", s.name, c, round+1, err)
 				}
 				r.satElapsed += time.Since(start)
-				cpu1, err := serverCPU(s.cp)
+				cpu1, err := s.cp.CPUTime()
 				if err != nil {
 					return err
 				}
@@ -311,24 +311,6 @@ func paced(ctx context.Context, cs kubernetes.Interface, cases []string, o optio
 		byCase[i%len(cases)] = append(byCase[i%len(cases)], d)
 	}
 	return byCase, errors.Join(errs...)
-}
-
-// serverCPU is the CPU time the server's processes have used so far.
-func serverCPU(cp *peers.ControlPlane) (time.Duration, error) {
-	var total time.Duration
-	seen := map[int]bool{} // a process may be listed under two names
-	for name, p := range cp.Procs {
-		if seen[p.Pid] {
-			continue
-		}
-		seen[p.Pid] = true
-		d, err := peers.CPUTime(p.Pid)
-		if err != nil {
-			return 0, fmt.Errorf("CPU time of %s: %w", name, err)
-		}
-		total += d
-	}
-	return total, nil
 }
 
 // saturate creates o.saturation pods with o.workers clients.

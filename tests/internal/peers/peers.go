@@ -340,6 +340,36 @@ func SelfCPUTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// CPUTime is the CPU time the control plane's processes have used so far (kube-apiserver's
+// etcd too; wasmplane's etcd is embedded), each counted once: a process may be listed
+// under two names (wasmplane's also as "wasmplane" when its binary is named otherwise).
+func (c *ControlPlane) CPUTime() (time.Duration, error) {
+	var total time.Duration
+	seen := map[int]bool{}
+	for name, p := range c.Procs {
+		if p == nil || seen[p.Pid] {
+			continue
+		}
+		seen[p.Pid] = true
+		t, err := CPUTime(p.Pid)
+		if err != nil {
+			return 0, fmt.Errorf("CPU time of %s: %w", name, err)
+		}
+		total += t
+	}
+	return total, nil
+}
+
+// SelfCPU is the CPU time (user and system) this process has used so far: in a
+// benchmark, its clients' share of the machine.
+func SelfCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
 // CPUTime returns the CPU time (user and system) a process has used, from /proc.
 func CPUTime(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
