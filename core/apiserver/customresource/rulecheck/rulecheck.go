@@ -18,6 +18,7 @@ import (
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	apiextensionscel "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/environment"
@@ -151,12 +152,26 @@ func (n *node) passes(ctx context.Context, obj any, budget *int64) bool {
 		if *budget <= 0 {
 			return false
 		}
-		act := &activation{self: common.UnstructuredToVal(obj, n.self)}
+		// One execution frame for the node's rules, where ContextEval would set up a frame
+		// and a cancelable context per rule: Eval given a frame evaluates in it as
+		// ContextEval does in its own. The programs have no default variables (the only
+		// thing a frame of ContextEval's would add), each evaluation gets its own cost
+		// tracker from the program, and only comprehensions read the frame's context: they
+		// may see a cancelled request at other iterations than in frames of their own, which
+		// ends in an error here as there, and the library is asked.
+		frame, err := interpreter.NewExecutionFrame(&activation{self: common.UnstructuredToVal(obj, n.self)})
+		if err != nil {
+			return false
+		}
+		defer frame.Close()
+		if err := frame.SetContext(ctx, celconfig.CheckFrequency); err != nil {
+			return false
+		}
 		for _, c := range n.programs {
 			if c.Program == nil {
 				continue
 			}
-			val, details, err := c.Program.ContextEval(ctx, act)
+			val, details, err := c.Program.Eval(frame)
 			if details == nil {
 				return false
 			}

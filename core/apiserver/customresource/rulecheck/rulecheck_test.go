@@ -131,6 +131,60 @@ func TestPassesAgreesWithLibrary(t *testing.T) {
 	}
 }
 
+// TestPassesCancelledRequest compares the checker with the library on a request whose
+// context is already cancelled: comprehensions check it (every celconfig.CheckFrequency
+// iterations) and fail, other rules never read it. The checker evaluates a node's rules
+// in one frame, the library each rule in its own; the verdicts must agree.
+func TestPassesCancelledRequest(t *testing.T) {
+	const schema = `{"type":"object","properties":{
+  "apiVersion":{"type":"string"},"kind":{"type":"string"},"metadata":{"type":"object"},
+  "spec":{"type":"object",
+    "x-kubernetes-validations":[
+      {"rule":"self.min <= self.max"},
+      {"rule":"!has(self.tags) || self.tags.all(t, size(t) < 10)"},
+      {"rule":"self.min >= 0"}],
+    "properties":{"min":{"type":"integer"},"max":{"type":"integer"},
+      "tags":{"type":"array","maxItems":1000,"items":{"type":"string","maxLength":20}}}}}}`
+	s := structural(t, schema)
+	checker := New(s, celconfig.PerCallLimit)
+	if checker == nil {
+		t.Fatal("no checker built")
+	}
+	lib := apiextensionscel.NewValidator(s, true, celconfig.PerCallLimit)
+	many := make([]any, 300)
+	for i := range many {
+		many[i] = "tag"
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	cases := []struct {
+		name string
+		obj  map[string]any
+		// passes is the verdict on the cancelled request, live on a live one.
+		passes, live bool
+	}{
+		{"no comprehension evaluated", map[string]any{"spec": map[string]any{"min": int64(1), "max": int64(2)}}, true, true},
+		{"a short comprehension", map[string]any{"spec": map[string]any{"min": int64(1), "max": int64(2), "tags": []any{"a", "b"}}}, true, true},
+		{"a comprehension long enough to check the context", map[string]any{"spec": map[string]any{"min": int64(1), "max": int64(2), "tags": many}}, false, true},
+		{"a failing rule", map[string]any{"spec": map[string]any{"min": int64(3), "max": int64(2)}}, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			errs, _ := lib.Validate(cancelled, nil, s, c.obj, nil, celconfig.RuntimeCELCostBudget)
+			libPasses := len(errs) == 0
+			if libPasses != c.passes {
+				t.Fatalf("the library's validator passes it: %v (errors %v), the case says %v", libPasses, errs, c.passes)
+			}
+			if got := checker.Passes(cancelled, c.obj, celconfig.RuntimeCELCostBudget); got != libPasses {
+				t.Fatalf("checker passes it: %v; the library: %v (errors %v)", got, libPasses, errs)
+			}
+			if got := checker.Passes(context.Background(), c.obj, celconfig.RuntimeCELCostBudget); got != c.live {
+				t.Fatalf("on a live request the checker passes it: %v, the case says %v", got, c.live)
+			}
+		})
+	}
+}
+
 // TestNewDeclines checks that no checker is built where it cannot stand in for the
 // library, so that the library's validator alone answers.
 func TestNewDeclines(t *testing.T) {
