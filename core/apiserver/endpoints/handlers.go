@@ -198,7 +198,6 @@ func (s *Scope) writeOptionsFor(req *http.Request, r Request) (registry.WriteOpt
 
 // Create serves POST on a collection.
 func (s *Scope) Create(w http.ResponseWriter, req *http.Request, r Request) {
-	growStack()
 	s.serve(w, req, http.StatusCreated, func(ctx context.Context) (runtime.Object, error) {
 		body, err := s.readBody(req)
 		if err != nil {
@@ -282,7 +281,6 @@ func validateListOptions(opts *metav1.ListOptions) error {
 
 // Update serves PUT on one object (or its status with strategy set).
 func (s *Scope) Update(w http.ResponseWriter, req *http.Request, r Request, strategy registry.Strategy) {
-	growStack()
 	var created bool
 	s.serveCode(w, req, func(ctx context.Context) (runtime.Object, int, error) {
 		body, err := s.readBody(req)

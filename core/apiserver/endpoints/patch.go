@@ -24,7 +24,6 @@ const MaxJSONPatchOperations = 10000
 // Patch serves PATCH on one object (or its status with strategy set); an apply patch
 // of a missing object creates it.
 func (s *Scope) Patch(w http.ResponseWriter, req *http.Request, r Request, strategy registry.Strategy) {
-	growStack()
 	var created bool
 	s.serveCode(w, req, func(ctx context.Context) (runtime.Object, int, error) {
 		ct := req.Header.Get("Content-Type")
