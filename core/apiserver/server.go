@@ -319,10 +319,10 @@ func New(cfg Config) (*Server, error) {
 	chain = limit(chain)
 	chain = filters.WithImpersonation(chain, cfg.Authorizer, s.codecs.WriteError)
 	chain = filters.WithAuthentication(chain, cfg.Authenticator, s.codecs.WriteError)
-	s.Handler = filters.WithPanicRecovery(filters.WithRequestInfo(chain), s.codecs.WriteError)
+	s.Handler = filters.WithPanicRecovery(filters.WithWriteStack(filters.WithRequestInfo(chain)), s.codecs.WriteError)
 	insecure := limit(h)
 	insecure = filters.WithAuthentication(insecure, filters.AdminAuthenticator{}, s.codecs.WriteError)
-	s.InsecureHandler = filters.WithPanicRecovery(filters.WithRequestInfo(insecure), s.codecs.WriteError)
+	s.InsecureHandler = filters.WithPanicRecovery(filters.WithWriteStack(filters.WithRequestInfo(insecure)), s.codecs.WriteError)
 	return s, nil
 }
 

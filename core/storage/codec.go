@@ -41,12 +41,19 @@ func (c *codec) Identifier() runtime.Identifier { return "wasmplane-storage" }
 // Encode implements runtime.Encoder. The object's kind is set for the duration of the
 // encode only, because the serializers write what GetObjectKind says.
 func (c *codec) Encode(obj runtime.Object, w io.Writer) error {
+	_, err := c.encode(obj, w)
+	return err
+}
+
+// encode is Encode, and also reports whether obj is a custom object whose content is
+// exactly what decoding the bytes written gives back (see unstructuredjson.AppendExact).
+func (c *codec) encode(obj runtime.Object, w io.Writer) (exact bool, err error) {
 	if co, ok := obj.(runtime.CacheableObject); ok {
 		obj = co.GetObject()
 	}
 	gvks, _, err := c.scheme.ObjectKinds(obj)
 	if err != nil {
-		return fmt.Errorf("storage codec: %w", err)
+		return false, fmt.Errorf("storage codec: %w", err)
 	}
 	kind := obj.GetObjectKind()
 	old := kind.GroupVersionKind()
@@ -56,20 +63,20 @@ func (c *codec) Encode(obj runtime.Object, w io.Writer) error {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		// A custom object: JSON, written without encoding/json's reflection when its
 		// content allows (the same bytes the JSON serializer writes).
-		if b, ok := unstructuredjson.Append(make([]byte, 0, 1024), u.Object); ok {
+		if b, ok, exact := unstructuredjson.AppendExact(make([]byte, 0, 1024), u.Object); ok {
 			_, err := w.Write(append(b, '\n'))
-			return err
+			return exact && err == nil, err
 		}
-		return c.json.Encode(obj, w)
+		return false, c.json.Encode(obj, w)
 	}
 	var buf bytes.Buffer
 	if err := c.proto.Encode(obj, &buf); err == nil {
 		_, err = w.Write(buf.Bytes())
-		return err
+		return false, err
 	} else if !protobuf.IsNotMarshalable(err) {
-		return fmt.Errorf("storage codec: protobuf: %w", err)
+		return false, fmt.Errorf("storage codec: protobuf: %w", err)
 	}
-	return c.json.Encode(obj, w)
+	return false, c.json.Encode(obj, w)
 }
 
 // Decode implements runtime.Decoder.

@@ -89,17 +89,30 @@ func (s *Etcd) decode(key string, data []byte, rev int64, into runtime.Object) e
 }
 
 func (s *Etcd) encode(obj runtime.Object) ([]byte, error) {
+	data, _, err := s.encodeExact(obj)
+	return data, err
+}
+
+// encodeExact is encode, and also reports whether obj's content is exactly what decoding
+// the bytes gives back, as far as the storage codec can tell while writing them (false
+// for any other codec).
+func (s *Etcd) encodeExact(obj runtime.Object) (data []byte, exact bool, err error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
-		return nil, fmt.Errorf("storage: %w", err)
+		return nil, false, fmt.Errorf("storage: %w", err)
 	}
 	// The revision is the resourceVersion; storing it would make every write differ.
 	m.SetResourceVersion("")
 	var buf bytes.Buffer
-	if err := s.cfg.Codec.Encode(obj, &buf); err != nil {
-		return nil, fmt.Errorf("storage: encoding: %w", err)
+	if c, ok := s.cfg.Codec.(*codec); ok {
+		exact, err = c.encode(obj, &buf)
+	} else {
+		err = s.cfg.Codec.Encode(obj, &buf)
 	}
-	return buf.Bytes(), nil
+	if err != nil {
+		return nil, false, fmt.Errorf("storage: encoding: %w", err)
+	}
+	return buf.Bytes(), exact, nil
 }
 
 func (s *Etcd) state(key string, kvs []*mvccpb.KeyValue) (*objState, error) {
@@ -117,7 +130,7 @@ func (s *Etcd) state(key string, kvs []*mvccpb.KeyValue) (*objState, error) {
 
 // Create implements Interface.
 func (s *Etcd) Create(ctx context.Context, key string, obj, out runtime.Object) error {
-	data, err := s.encode(obj)
+	data, exact, err := s.encodeExact(obj)
 	if err != nil {
 		return err
 	}
@@ -134,8 +147,10 @@ func (s *Etcd) Create(ctx context.Context, key string, obj, out runtime.Object) 
 	if out == nil {
 		return nil
 	}
-	// The caller has the object just written: copy it rather than decode its bytes.
-	if copyWritten(obj, out) {
+	// The caller has the object just written: copy it rather than decode its bytes. When
+	// out is obj itself and writing the bytes found its content exact, it already is what
+	// decoding them gives, and copyWritten's walk would change nothing.
+	if (exact && out == obj && gvkExact(obj)) || copyWritten(obj, out) {
 		return setRV(out, resp.Header.Revision)
 	}
 	return s.decode(key, data, resp.Header.Revision, out)

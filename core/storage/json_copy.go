@@ -156,3 +156,24 @@ func jsonNumber(f float64) (any, bool) {
 	}
 	return int64(f), true
 }
+
+// gvkExact reports whether the apiVersion and kind of obj, a custom object, are as
+// decoding gives them back (absent, or strings of valid UTF-8). The storage codec writes
+// the scheme's kind and puts the object's own back afterwards, so what it found exact
+// while writing says nothing about these two.
+func gvkExact(obj runtime.Object) bool {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || u.Object == nil {
+		return false
+	}
+	for _, k := range [...]string{"apiVersion", "kind"} {
+		v, found := u.Object[k]
+		if !found {
+			continue
+		}
+		if s, ok := v.(string); !ok || !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
+}

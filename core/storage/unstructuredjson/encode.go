@@ -25,35 +25,56 @@ const maxDepth = 1000
 // infinity, content nested deeper than encoding/json's cycle check): the caller encodes
 // with encoding/json then.
 func Append(dst []byte, v any) ([]byte, bool) {
-	return appendValue(dst, v, 0)
+	var exact bool
+	return appendValue(dst, v, 0, &exact)
 }
 
-func appendValue(dst []byte, v any, depth int) ([]byte, bool) {
+// AppendExact is Append, and also reports whether decoding the bytes gives v back
+// exactly, as sigs.k8s.io/json's decoding into unstructured content reads them: only
+// when v holds nothing but nulls, booleans, int64s, strings of valid UTF-8 and non-nil
+// maps (with keys of valid UTF-8) and slices. A float64 (read back as an int64 when
+// integral), an int or int32 (read back as int64), a nil map or slice (read back as a
+// null) and invalid UTF-8 (read back as U+FFFD) make it false. A writer of stored bytes
+// that keeps v as what was stored can then skip a walk that would turn v into that.
+func AppendExact(dst []byte, v any) (b []byte, ok, exact bool) {
+	exact = true
+	b, ok = appendValue(dst, v, 0, &exact)
+	return b, ok, ok && exact
+}
+
+// appendValue writes v; it clears *exact when decoding what it writes would not give v
+// back exactly (see AppendExact).
+func appendValue(dst []byte, v any, depth int, exact *bool) ([]byte, bool) {
 	switch v := v.(type) {
 	case nil:
 		return append(dst, "null"...), true
 	case string:
-		return AppendString(dst, v), true
+		return appendString(dst, v, exact), true
 	case bool:
 		return strconv.AppendBool(dst, v), true
 	case int64:
 		return strconv.AppendInt(dst, v, 10), true
 	case int:
+		*exact = false
 		return strconv.AppendInt(dst, int64(v), 10), true
 	case int32:
+		*exact = false
 		return strconv.AppendInt(dst, int64(v), 10), true
 	case float64:
+		*exact = false
 		return appendFloat(dst, v)
 	case map[string]any:
 		if v == nil {
+			*exact = false
 			return append(dst, "null"...), true
 		}
 		if depth >= maxDepth {
 			return dst, false
 		}
-		return appendMap(dst, v, depth+1)
+		return appendMap(dst, v, depth+1, exact)
 	case []any:
 		if v == nil {
+			*exact = false
 			return append(dst, "null"...), true
 		}
 		if depth >= maxDepth {
@@ -65,7 +86,7 @@ func appendValue(dst []byte, v any, depth int) ([]byte, bool) {
 				dst = append(dst, ',')
 			}
 			var ok bool
-			if dst, ok = appendValue(dst, e, depth+1); !ok {
+			if dst, ok = appendValue(dst, e, depth+1, exact); !ok {
 				return dst, false
 			}
 		}
@@ -76,7 +97,7 @@ func appendValue(dst []byte, v any, depth int) ([]byte, bool) {
 }
 
 // appendMap writes m's entries in the order of their keys' bytes, as encoding/json does.
-func appendMap(dst []byte, m map[string]any, depth int) ([]byte, bool) {
+func appendMap(dst []byte, m map[string]any, depth int, exact *bool) ([]byte, bool) {
 	var buf [32]string
 	keys := buf[:0]
 	for k := range m {
@@ -88,10 +109,10 @@ func appendMap(dst []byte, m map[string]any, depth int) ([]byte, bool) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = AppendString(dst, k)
+		dst = appendString(dst, k, exact)
 		dst = append(dst, ':')
 		var ok bool
-		if dst, ok = appendValue(dst, m[k], depth); !ok {
+		if dst, ok = appendValue(dst, m[k], depth, exact); !ok {
 			return dst, false
 		}
 	}
@@ -126,6 +147,12 @@ const hex = "0123456789abcdef"
 // default): <, > and & as \u escapes, the short escapes for \b \f \n \r \t, other control
 // characters as \u00XX, invalid UTF-8 as \ufffd, and U+2028 and U+2029 escaped.
 func AppendString(dst []byte, s string) []byte {
+	var valid bool
+	return appendString(dst, s, &valid)
+}
+
+// appendString is AppendString; it clears *valid when s is not valid UTF-8.
+func appendString(dst []byte, s string, valid *bool) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -157,6 +184,7 @@ func AppendString(dst []byte, s string) []byte {
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size == 1 {
+			*valid = false
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)
 			i += size

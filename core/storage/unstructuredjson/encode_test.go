@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // serializerBytes is what apimachinery's JSON serializer writes for an unstructured
@@ -213,4 +215,96 @@ func BenchmarkEncode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestAppendExact checks AppendExact's report against decoding what it wrote with
+// sigs.k8s.io/json as the API server reads stored custom objects: content reported exact
+// must come back deep-equal, and content of only the exact kinds must be reported so.
+// Its bytes are Append's.
+func TestAppendExact(t *testing.T) {
+	cases := []struct {
+		name  string
+		v     map[string]any
+		exact bool
+	}{
+		{"plain", map[string]any{"a": "x", "b": int64(-3), "c": true, "d": nil, "e": []any{"y", int64(1)}, "f": map[string]any{}}, true},
+		{"empty", map[string]any{}, true},
+		{"integral float", map[string]any{"a": float64(2)}, false},
+		{"fractional float", map[string]any{"a": 2.5}, false},
+		{"int", map[string]any{"a": 2}, false},
+		{"int32", map[string]any{"a": int32(2)}, false},
+		{"nil map", map[string]any{"a": map[string]any(nil)}, false},
+		{"nil slice", map[string]any{"a": []any(nil)}, false},
+		{"invalid UTF-8 value", map[string]any{"a": "\xff"}, false},
+		{"invalid UTF-8 key", map[string]any{"\xff": "a"}, false},
+		{"deep float", map[string]any{"a": []any{map[string]any{"b": 1.0}}}, false},
+		{"U+2028 and U+FFFD", map[string]any{"a": "\u2028\ufffd<&>"}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, ok, exact := AppendExact(nil, c.v)
+			if !ok || exact != c.exact {
+				t.Fatalf("AppendExact: ok %v, exact %v; the case says exact %v", ok, exact, c.exact)
+			}
+			checkExact(t, c.v, b, exact)
+		})
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range 3000 {
+		v := map[string]any{"spec": randomValue(r, 0)}
+		if i%2 == 0 {
+			v = exactKinds(v).(map[string]any)
+		}
+		b, ok, exact := AppendExact(nil, v)
+		if !ok {
+			t.Fatalf("value %d: declined", i)
+		}
+		if i%2 == 0 && !exact {
+			t.Fatalf("value %d (%#v): content of exact kinds only was not reported exact", i, v)
+		}
+		checkExact(t, v, b, exact)
+	}
+}
+
+// checkExact compares what AppendExact wrote for v with Append's bytes, and, when it
+// reported v exact, v with the bytes decoded.
+func checkExact(t *testing.T, v map[string]any, b []byte, exact bool) {
+	t.Helper()
+	if want, _ := Append(nil, v); !bytes.Equal(b, want) {
+		t.Fatalf("AppendExact wrote %q, Append %q", b, want)
+	}
+	if !exact {
+		return
+	}
+	var got map[string]any
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(b, &got); err != nil {
+		t.Fatalf("decoding %q: %v", b, err)
+	}
+	if !reflect.DeepEqual(got, v) {
+		t.Fatalf("reported exact, but %q decodes to %#v, not %#v", b, got, v)
+	}
+}
+
+// exactKinds turns v into content of the kinds decoding gives back exactly: floats into
+// int64s, invalid UTF-8 into U+FFFD, nil maps and slices into empty ones.
+func exactKinds(v any) any {
+	switch v := v.(type) {
+	case float64:
+		return int64(v)
+	case string:
+		return strings.ToValidUTF8(v, "\ufffd")
+	case map[string]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[strings.ToValidUTF8(k, "\ufffd")] = exactKinds(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(v))
+		for i, e := range v {
+			l[i] = exactKinds(e)
+		}
+		return l
+	}
+	return v
 }

@@ -5,19 +5,30 @@
 // map of a node's properties on every field access, which made CEL most of a custom
 // object's validation cost. It reports only "all passed"; whoever gets false asks the
 // library's validator for the errors, so every error keeps Kubernetes' exact form.
+//
+// Where the static worst case of all of an object's rules fits the runtime cost budget,
+// the rules of a node are evaluated as one program (the rules joined with &&): cel-go
+// tracks cost in every program of Kubernetes' environment, and each evaluation carries
+// a fixed cost (a cost tracker, the details, the observers) that five rules paid five
+// times.
 package rulecheck
 
 import (
 	"context"
 	"math"
+	"math/bits"
+	"strings"
 
+	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	apiextensionscel "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/environment"
@@ -27,11 +38,19 @@ import (
 // descendant with rules, as apiextensions-apiserver's cel.Validator lays them out.
 type Checker struct {
 	root *node
+	// worstCost is the static worst-case cost of every rule of an object: the sum over
+	// the rules of the estimated maximum cost of one evaluation times the most times the
+	// rule's node can occur in a request (saturating at math.MaxUint64).
+	worstCost uint64
 }
 
 type node struct {
 	// programs are the node's rules, in the schema's order.
 	programs []apiextensionscel.CompilationResult
+	// all, when the node has more than one rule, is one program of all of them: the
+	// rules joined with &&, compiled as a rule of the node. It is true exactly when every
+	// rule is, and evaluates them in one call (see Passes for when it is used).
+	all cel.Program
 	// self is the node's schema as CEL sees it (with apiVersion, kind and metadata at a
 	// resource root), its property index built once.
 	self       common.Schema
@@ -54,7 +73,89 @@ func New(s *structuralschema.Structural, perCallLimit uint64) *Checker {
 	if !ok || root == nil {
 		return nil
 	}
-	return &Checker{root: root}
+	return &Checker{root: root, worstCost: root.worstCost(s, 1)}
+}
+
+// worstCost bounds the cost of evaluating every rule of n and its descendants on one
+// object: the sum over the rules of their estimated maximum cost (CompilationResult's
+// MaxCost, the estimate the library holds a CRD's rules to) times the most times the
+// rule's node can occur in an object, card for n. s is n's schema. A node under a list
+// or map without maxItems or maxProperties can occur any number of times: the bound is
+// then math.MaxUint64, as it is when the sum overflows. Objects whose lists or maps
+// exceed those limits fail the schema's own validation, and the checker's verdict is
+// not asked for them.
+func (n *node) worstCost(s *structuralschema.Structural, card uint64) uint64 {
+	if n == nil {
+		return 0
+	}
+	var total uint64
+	add := func(c uint64) {
+		if total > math.MaxUint64-c {
+			total = math.MaxUint64
+			return
+		}
+		total += c
+	}
+	for _, c := range n.programs {
+		if c.Program == nil {
+			continue
+		}
+		if hi, lo := bits.Mul64(c.MaxCost, card); hi != 0 {
+			add(math.MaxUint64)
+		} else {
+			add(lo)
+		}
+	}
+	times := func(limit *int64) uint64 {
+		if limit == nil || *limit < 0 {
+			return math.MaxUint64
+		}
+		if hi, lo := bits.Mul64(card, uint64(*limit)); hi == 0 {
+			return lo
+		}
+		return math.MaxUint64
+	}
+	if n.items != nil {
+		var maxItems *int64
+		if s.ValueValidation != nil {
+			maxItems = s.ValueValidation.MaxItems
+		}
+		add(n.items.worstCost(s.Items, times(maxItems)))
+	}
+	if n.additional != nil {
+		var maxProperties *int64
+		if s.ValueValidation != nil {
+			maxProperties = s.ValueValidation.MaxProperties
+		}
+		add(n.additional.worstCost(s.AdditionalProperties.Structural, times(maxProperties)))
+	}
+	for k, p := range n.properties {
+		ps := s.Properties[k]
+		add(p.worstCost(&ps, card))
+	}
+	return total
+}
+
+// compileAll compiles the rules of s joined with && as one rule of s, in the same
+// environment and with the same per-call limit as each, or returns nil. Each rule is put
+// in parentheses on lines of its own, so that a comment at the end of a rule ends there.
+func compileAll(s *structuralschema.Structural, compiled []apiextensionscel.CompilationResult, declType *apiservercel.DeclType, perCallLimit uint64, envSet *environment.EnvSet) cel.Program {
+	var rules []string
+	for i, c := range compiled {
+		if c.Program != nil {
+			rules = append(rules, "(\n"+s.XValidations[i].Rule+"\n)")
+		}
+	}
+	if len(rules) < 2 {
+		return nil
+	}
+	joined := *s
+	joined.XValidations = apiextensionsv1.ValidationRules{{Rule: strings.Join(rules, " && ")}}
+	all, err := apiextensionscel.Compile(&joined, declType, perCallLimit, envSet, apiextensionscel.StoredExpressionsEnvLoader())
+	if err != nil || len(all) != 1 || all[0].Error != nil || all[0].Program == nil || all[0].UsesOldSelf {
+		return nil
+	}
+	return all[0].Program
 }
 
 // build mirrors cel.validator: the same declaration types, the same properties skipped.
@@ -77,7 +178,7 @@ func build(s *structuralschema.Structural, ix *indexed, resourceRoot bool, declT
 			return nil, false
 		}
 	}
-	n = &node{programs: compiled}
+	n = &node{programs: compiled, all: compileAll(s, compiled, declType, perCallLimit, envSet)}
 	var elemType *apiservercel.DeclType
 	if declType != nil {
 		elemType = declType.ElemType
@@ -140,10 +241,16 @@ func (c *Checker) Passes(ctx context.Context, obj map[string]any, budget int64) 
 	if c == nil {
 		return true
 	}
-	return c.root.passes(ctx, obj, &budget)
+	// The joined programs stand in for the rules only when the budget cannot run out for
+	// the library's validator, whatever the object: then whether each rule's cost fits the
+	// remaining budget, which the library checks rule by rule, cannot change its verdict.
+	// The runtime cost of each evaluation is still taken from the budget and held to the
+	// per-call limit, the joined rules' together.
+	joined := c.worstCost <= uint64(max(budget, 0))
+	return c.root.passes(ctx, obj, &budget, joined)
 }
 
-func (n *node) passes(ctx context.Context, obj any, budget *int64) bool {
+func (n *node) passes(ctx context.Context, obj any, budget *int64, joined bool) bool {
 	if n == nil || obj == nil {
 		return true
 	}
@@ -151,22 +258,30 @@ func (n *node) passes(ctx context.Context, obj any, budget *int64) bool {
 		if *budget <= 0 {
 			return false
 		}
-		act := &activation{self: common.UnstructuredToVal(obj, n.self)}
-		for _, c := range n.programs {
-			if c.Program == nil {
-				continue
-			}
-			val, details, err := c.Program.ContextEval(ctx, act)
-			if details == nil {
+		// One execution frame for the node's rules, where ContextEval would set up a frame
+		// and a cancelable context per rule: Eval given a frame evaluates in it as
+		// ContextEval does in its own. The programs have no default variables (the only
+		// thing a frame of ContextEval's would add), each evaluation gets its own cost
+		// tracker from the program, and only comprehensions read the frame's context: they
+		// may see a cancelled request at other iterations than in frames of their own, which
+		// ends in an error here as there, and the library is asked.
+		frame, err := interpreter.NewExecutionFrame(&activation{self: common.UnstructuredToVal(obj, n.self)})
+		if err != nil {
+			return false
+		}
+		defer frame.Close()
+		if err := frame.SetContext(ctx, celconfig.CheckFrequency); err != nil {
+			return false
+		}
+		if joined && n.all != nil {
+			if !eval(n.all, frame, budget) {
 				return false
 			}
-			cost := details.ActualCost()
-			if cost == nil || *cost > math.MaxInt64 || int64(*cost) > *budget {
-				return false
-			}
-			*budget -= int64(*cost)
-			if err != nil || val != types.True {
-				return false
+		} else {
+			for _, c := range n.programs {
+				if c.Program != nil && !eval(c.Program, frame, budget) {
+					return false
+				}
 			}
 		}
 	}
@@ -174,7 +289,7 @@ func (n *node) passes(ctx context.Context, obj any, budget *int64) bool {
 	case []any:
 		if n.items != nil {
 			for _, e := range obj {
-				if !n.items.passes(ctx, e, budget) {
+				if !n.items.passes(ctx, e, budget, joined) {
 					return false
 				}
 			}
@@ -182,20 +297,35 @@ func (n *node) passes(ctx context.Context, obj any, budget *int64) bool {
 	case map[string]any:
 		if n.additional != nil {
 			for _, v := range obj {
-				if !n.additional.passes(ctx, v, budget) {
+				if !n.additional.passes(ctx, v, budget, joined) {
 					return false
 				}
 			}
 		}
 		if n.properties != nil {
 			for k, v := range obj {
-				if sub, ok := n.properties[k]; ok && !sub.passes(ctx, v, budget) {
+				if sub, ok := n.properties[k]; ok && !sub.passes(ctx, v, budget, joined) {
 					return false
 				}
 			}
 		}
 	}
 	return true
+}
+
+// eval evaluates p in frame and reports whether it gave true within the budget, taking
+// its runtime cost from the budget.
+func eval(p cel.Program, frame *interpreter.ExecutionFrame, budget *int64) bool {
+	val, details, err := p.Eval(frame)
+	if details == nil {
+		return false
+	}
+	cost := details.ActualCost()
+	if cost == nil || *cost > math.MaxInt64 || int64(*cost) > *budget {
+		return false
+	}
+	*budget -= int64(*cost)
+	return err == nil && val == types.True
 }
 
 // activation binds self, as the library's activation does for rules without oldSelf.

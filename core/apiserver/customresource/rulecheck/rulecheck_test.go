@@ -3,6 +3,8 @@ package rulecheck
 import (
 	"context"
 	"encoding/json"
+	"math"
+	"math/rand/v2"
 	"testing"
 
 	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -131,6 +133,171 @@ func TestPassesAgreesWithLibrary(t *testing.T) {
 	}
 }
 
+// TestPassesCancelledRequest compares the checker with the library on a request whose
+// context is already cancelled: comprehensions check it (every celconfig.CheckFrequency
+// iterations) and fail, other rules never read it. The checker evaluates a node's rules
+// in one frame, the library each rule in its own; the verdicts must agree.
+func TestPassesCancelledRequest(t *testing.T) {
+	const schema = `{"type":"object","properties":{
+  "apiVersion":{"type":"string"},"kind":{"type":"string"},"metadata":{"type":"object"},
+  "spec":{"type":"object",
+    "x-kubernetes-validations":[
+      {"rule":"self.min <= self.max"},
+      {"rule":"!has(self.tags) || self.tags.all(t, size(t) < 10)"},
+      {"rule":"self.min >= 0"}],
+    "properties":{"min":{"type":"integer"},"max":{"type":"integer"},
+      "tags":{"type":"array","maxItems":1000,"items":{"type":"string","maxLength":20}}}}}}`
+	s := structural(t, schema)
+	checker := New(s, celconfig.PerCallLimit)
+	if checker == nil {
+		t.Fatal("no checker built")
+	}
+	lib := apiextensionscel.NewValidator(s, true, celconfig.PerCallLimit)
+	many := make([]any, 300)
+	for i := range many {
+		many[i] = "tag"
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	cases := []struct {
+		name string
+		obj  map[string]any
+		// passes is the verdict on the cancelled request, live on a live one.
+		passes, live bool
+	}{
+		{"no comprehension evaluated", map[string]any{"spec": map[string]any{"min": int64(1), "max": int64(2)}}, true, true},
+		{"a short comprehension", map[string]any{"spec": map[string]any{"min": int64(1), "max": int64(2), "tags": []any{"a", "b"}}}, true, true},
+		{"a comprehension long enough to check the context", map[string]any{"spec": map[string]any{"min": int64(1), "max": int64(2), "tags": many}}, false, true},
+		{"a failing rule", map[string]any{"spec": map[string]any{"min": int64(3), "max": int64(2)}}, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			errs, _ := lib.Validate(cancelled, nil, s, c.obj, nil, celconfig.RuntimeCELCostBudget)
+			libPasses := len(errs) == 0
+			if libPasses != c.passes {
+				t.Fatalf("the library's validator passes it: %v (errors %v), the case says %v", libPasses, errs, c.passes)
+			}
+			if got := checker.Passes(cancelled, c.obj, celconfig.RuntimeCELCostBudget); got != libPasses {
+				t.Fatalf("checker passes it: %v; the library: %v (errors %v)", got, libPasses, errs)
+			}
+			if got := checker.Passes(context.Background(), c.obj, celconfig.RuntimeCELCostBudget); got != c.live {
+				t.Fatalf("on a live request the checker passes it: %v, the case says %v", got, c.live)
+			}
+		})
+	}
+}
+
+// TestJoinedRules checks the node programs of all of a node's rules joined with &&: the
+// static bound that decides whether they stand in for the rules, and, on random objects
+// where they do, that they give the library's verdict and cost what the rules one by
+// one cost together.
+func TestJoinedRules(t *testing.T) {
+	t.Run("static bound", func(t *testing.T) {
+		cases := []struct {
+			name   string
+			schema string
+			worst  uint64
+		}{
+			// The bench's five rules on spec: 5 + 3 + 5 + 6 + 4.
+			{"singleton node", benchSchema, 23},
+			{"list with maxItems", `{"type":"object","properties":{"spec":{"type":"object","properties":{
+			  "items":{"type":"array","maxItems":10,"items":{"type":"integer","x-kubernetes-validations":[{"rule":"self > 0"},{"rule":"self < 10"}]}}}}}}`, 10 * (2 + 2)},
+			{"map with maxProperties in a list", `{"type":"object","properties":{"spec":{"type":"object","properties":{
+			  "items":{"type":"array","maxItems":4,"items":{"type":"object","maxProperties":3,"additionalProperties":{"type":"integer","x-kubernetes-validations":[{"rule":"self > 0"}]}}}}}}}`, 4 * 3 * 2},
+			{"unbounded list", widgetSchema, math.MaxUint64},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				checker := New(structural(t, c.schema), celconfig.PerCallLimit)
+				if checker == nil {
+					t.Fatal("no checker")
+				}
+				if checker.worstCost != c.worst {
+					t.Fatalf("worst-case cost %d, want %d", checker.worstCost, c.worst)
+				}
+			})
+		}
+	})
+	const schema = `{"type":"object","properties":{
+  "apiVersion":{"type":"string"},"kind":{"type":"string"},"metadata":{"type":"object"},
+  "spec":{"type":"object",
+    "x-kubernetes-validations":[
+      {"rule":"self.n01 <= self.n02 // a comment ending the rule"},
+      {"rule":"!has(self.s01) || self.s01 != 'forbidden'"},
+      {"rule":"!has(self.s02) || self.s02.startsWith('g')"},
+      {"rule":"self.n03 + self.n04 < 1000"},
+      {"rule":"!has(self.tags) || self.tags.all(t, size(t) < 8)"},
+      {"rule":"100 / self.n05 > 1"}],
+    "properties":{
+      "s01":{"type":"string","maxLength":16},"s02":{"type":"string","maxLength":16},
+      "n01":{"type":"integer"},"n02":{"type":"integer"},"n03":{"type":"integer"},"n04":{"type":"integer"},"n05":{"type":"integer"},
+      "tags":{"type":"array","maxItems":8,"items":{"type":"string","maxLength":16,"x-kubernetes-validations":[{"rule":"self != 'bad'"}]}}}}}}`
+	s := structural(t, schema)
+	checker := New(s, celconfig.PerCallLimit)
+	if checker == nil {
+		t.Fatal("no checker")
+	}
+	if spec := checker.root.properties["spec"]; spec == nil || spec.all == nil {
+		t.Fatal("spec's rules were not joined")
+	}
+	if checker.worstCost > celconfig.RuntimeCELCostBudget {
+		t.Fatalf("worst-case cost %d over the budget: the joined program would not be used", checker.worstCost)
+	}
+	lib := apiextensionscel.NewValidator(s, true, celconfig.PerCallLimit)
+	r := rand.New(rand.NewPCG(7, 8))
+	words := []string{"gadget", "forbidden", "bad", "x", "longer-than-eight", ""}
+	passed := 0
+	for i := range 2000 {
+		// Mostly valid values, each field sometimes missing or failing its rule.
+		word := func() string {
+			if r.IntN(12) == 0 {
+				return words[r.IntN(len(words))]
+			}
+			return "gadget"
+		}
+		spec := map[string]any{}
+		for _, k := range []string{"n01", "n02", "n03", "n04"} {
+			if r.IntN(30) > 0 {
+				spec[k] = int64(r.IntN(520) - 10)
+			}
+		}
+		if r.IntN(30) > 0 {
+			spec["n05"] = int64(r.IntN(45))
+		}
+		for _, k := range []string{"s01", "s02"} {
+			if r.IntN(2) == 0 {
+				spec[k] = word()
+			}
+		}
+		if r.IntN(2) == 0 {
+			tags := make([]any, r.IntN(6))
+			for j := range tags {
+				tags[j] = word()
+			}
+			spec["tags"] = tags
+		}
+		obj := map[string]any{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": map[string]any{"name": "w"}, "spec": spec}
+		errs, _ := lib.Validate(context.Background(), nil, s, obj, nil, celconfig.RuntimeCELCostBudget)
+		joinedBudget, oneByOne := int64(celconfig.RuntimeCELCostBudget), int64(celconfig.RuntimeCELCostBudget)
+		joined := checker.root.passes(context.Background(), obj, &joinedBudget, true)
+		byRule := checker.root.passes(context.Background(), obj, &oneByOne, false)
+		if joined != (len(errs) == 0) || byRule != joined {
+			t.Fatalf("object %d %v: joined %v, rule by rule %v, the library's errors %v", i, spec, joined, byRule, errs)
+		}
+		if joined {
+			passed++
+			if joinedBudget != oneByOne {
+				t.Fatalf("object %d %v: the joined rules cost %d, one by one %d", i, spec,
+					celconfig.RuntimeCELCostBudget-joinedBudget, celconfig.RuntimeCELCostBudget-oneByOne)
+			}
+		}
+	}
+	t.Logf("%d of 2000 random objects passed", passed)
+	if passed < 100 || passed > 1900 {
+		t.Fatalf("%d of 2000 random objects passed: the sample tells too little", passed)
+	}
+}
+
 // TestNewDeclines checks that no checker is built where it cannot stand in for the
 // library, so that the library's validator alone answers.
 func TestNewDeclines(t *testing.T) {
@@ -192,6 +359,15 @@ func BenchmarkPasses(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if !checker.Passes(ctx, obj, celconfig.RuntimeCELCostBudget) {
+				b.Fatal("the object does not pass")
+			}
+		}
+	})
+	b.Run("checker, rule by rule", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			budget := int64(celconfig.RuntimeCELCostBudget)
+			if !checker.root.passes(ctx, obj, &budget, false) {
 				b.Fatal("the object does not pass")
 			}
 		}
