@@ -31,7 +31,7 @@ type instance struct {
 	mem   *limitedMemory
 	alloc api.Function
 	free  api.Function
-	hooks map[string]api.Function
+	hooks [numHooks]api.Function
 	stack [2]uint64
 
 	inPtr, inCap uint32
@@ -101,7 +101,8 @@ func (s *instanceSet) newInstance(ctx context.Context) (_ *instance, err error) 
 		if err != nil {
 			return nil, err
 		}
-		in.hooks = map[string]api.Function{abi.HookValidate: mod.ExportedFunction("opa_eval")}
+		validate, _ := hookOf(abi.HookValidate)
+		in.hooks[validate] = mod.ExportedFunction("opa_eval")
 		in.lastMem = in.mem.size()
 		p.r.metrics.instanceAdded(p, in.lastMem)
 		return in, nil
@@ -132,11 +133,12 @@ func (s *instanceSet) newInstance(ctx context.Context) (_ *instance, err error) 
 	if e.hasFree {
 		in.free = mod.ExportedFunction(abi.ExportFree)
 	}
-	in.hooks = make(map[string]api.Function, len(e.hooks))
-	for h := range e.hooks {
-		in.hooks[h] = mod.ExportedFunction(h)
+	for i, h := range abi.Hooks {
+		if e.hooks[i] {
+			in.hooks[i] = mod.ExportedFunction(h)
+		}
 	}
-	if e.hooks[abi.HookConfigure] {
+	if e.hooks.has(abi.HookConfigure) {
 		var resp abi.ConfigureResponse
 		req, err := encodeJSON(abi.ConfigureRequest{Plugin: abi.PluginRef{Name: p.cfg.Name, Namespace: p.cfg.Namespace}, Config: p.config})
 		if err != nil {
@@ -180,7 +182,10 @@ func (in *instance) close(ctx context.Context) {
 // the answer is still in guest memory (so large answers are not copied).
 func (in *instance) call(ctx context.Context, deadline time.Time, hook string, req []byte, decode func([]byte) error) error {
 	p := in.set.p
-	fn := in.hooks[hook]
+	var fn api.Function
+	if id, ok := hookOf(hook); ok {
+		fn = in.hooks[id]
+	}
 	if fn == nil {
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrNotImplemented}
 	}

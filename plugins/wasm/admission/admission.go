@@ -191,7 +191,15 @@ func (p *Plugin) requestJSON(a *admission.Attributes, compactPods bool) ([]byte,
 // it when a plugin changes the object); each call still gets a uid of its own, as each
 // webhook call does in Kubernetes.
 func (p *Plugin) appendRequest(dst []byte, a *admission.Attributes, compactPods bool) ([]byte, error) {
-	shared, err := a.Shared(memoKey{compactPods}, func() (any, error) { return requestBody(a, compactPods) })
+	if !a.Memoizing() {
+		// Nothing to share it with (a lone validating plugin): the body is written once,
+		// where the plugin reads it, rather than on the heap and then copied.
+		if dst == nil {
+			dst = make([]byte, 0, 1024)
+		}
+		return appendBody(p.appendUID(dst), a, compactPods)
+	}
+	shared, err := a.Shared(memoKey{compactPods}, func() (any, error) { return appendBody(make([]byte, 0, 1024), a, compactPods) })
 	if err != nil {
 		return nil, err
 	}
@@ -199,8 +207,13 @@ func (p *Plugin) appendRequest(dst []byte, a *admission.Attributes, compactPods 
 	if dst == nil {
 		dst = make([]byte, 0, len(uidPrefix)+uuidLen+1+len(body))
 	}
-	dst = append(p.uids.append(append(dst, uidPrefix...)), '"') // hex digits and dashes: nothing to escape
-	return append(dst, body...), nil
+	return append(p.appendUID(dst), body...), nil
+}
+
+// appendUID appends the request's first member, the call's own uid, without the comma
+// after it.
+func (p *Plugin) appendUID(dst []byte) []byte {
+	return append(p.uids.append(append(dst, uidPrefix...)), '"') // hex digits and dashes: nothing to escape
 }
 
 // uuidLen is the length of a UUID's text.
@@ -236,11 +249,11 @@ func (u *uidSource) append(dst []byte) []byte {
 	return dst
 }
 
-// requestBody encodes the members of request(a) after the uid, from the comma before
+// appendBody appends the members of request(a) after the uid, from the comma before
 // "kind" to the closing brace: the objects are spliced in rather than copied by a second
 // pass of encoding/json over a RawMessage, and compact pods are written in place.
-func requestBody(a *admission.Attributes, compactPods bool) ([]byte, error) {
-	body := appendHead(make([]byte, 0, 1024), a)
+func appendBody(dst []byte, a *admission.Attributes, compactPods bool) ([]byte, error) {
+	body := appendHead(dst, a)
 	var err error
 	if body, err = appendObject(body, `,"object":`, a.Object, a, compactPods); err != nil {
 		return nil, err
