@@ -259,7 +259,7 @@ func (p *Plugin) invoke(ctx context.Context, hook string, build func(*instance) 
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrClosed}
 	}
 	defer s.release(ctx)
-	if !s.mod.e.hooks.has(hook) {
+	if !s.hooks.has(hook) {
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrNotImplemented}
 	}
 	probe, err := s.brk.allow(start)
