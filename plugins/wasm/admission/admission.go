@@ -116,11 +116,11 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 	var resp *abi.ValidateResponse
 	if c, ok := p.Caller.(EncodedCaller); ok {
 		var encErr, err error
-		resp, err = c.ValidateJSON(ctx, func(dst []byte, compactPods bool) ([]byte, error) {
-			req, err := p.appendRequest(dst, a, compactPods)
-			encErr = err
-			return req, err
-		})
+		if wp, ok := c.(*wasm.Plugin); ok {
+			resp, encErr, err = p.validateWasm(ctx, wp, a)
+		} else {
+			resp, encErr, err = p.validateEncoded(ctx, c, a)
+		}
 		if encErr != nil {
 			return apierrors.NewInternalError(encErr)
 		}
@@ -141,6 +141,29 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 		return admission.Denied(p.PluginName, resp.Code, metav1.StatusReason(resp.Reason), resp.Message)
 	}
 	return nil
+}
+
+// validateEncoded calls c.ValidateJSON with a's request; encErr is the request's encoding
+// error, err the call's.
+func (p *Plugin) validateEncoded(ctx context.Context, c EncodedCaller, a *admission.Attributes) (resp *abi.ValidateResponse, encErr, err error) {
+	resp, err = c.ValidateJSON(ctx, func(dst []byte, compactPods bool) ([]byte, error) {
+		req, err := p.appendRequest(dst, a, compactPods)
+		encErr = err
+		return req, err
+	})
+	return resp, encErr, err
+}
+
+// validateWasm is validateEncoded on the concrete *wasm.Plugin, so that the request's
+// builder and what it captures stay on the stack: through the interface they are
+// allocated on every call.
+func (p *Plugin) validateWasm(ctx context.Context, wp *wasm.Plugin, a *admission.Attributes) (resp *abi.ValidateResponse, encErr, err error) {
+	resp, err = wp.ValidateJSON(ctx, func(dst []byte, compactPods bool) ([]byte, error) {
+		req, err := p.appendRequest(dst, a, compactPods)
+		encErr = err
+		return req, err
+	})
+	return resp, encErr, err
 }
 
 // report passes a hook's warnings to the client (Warning headers) and records its audit
