@@ -130,6 +130,11 @@ func (m *memo) forget() {
 	m.mu.Unlock()
 }
 
+// Memoizing tells whether Shared keeps what it computes for the other plugins of the
+// phase; when it does not (a lone validating plugin, or outside a chain), a plugin may
+// write what it derives straight where it needs it.
+func (a *Attributes) Memoizing() bool { return a.memo != nil }
+
 // startMemo lets the dynamic plugins of a phase share derived values; the returned func
 // ends the phase.
 func (a *Attributes) startMemo() func() {
@@ -291,7 +296,11 @@ func (c *Chain) StartValidate(ctx context.Context, a *Attributes) *Validation {
 			v.runs = append(v.runs, &validatorRun{plugin: p})
 		}
 	}
-	if len(v.runs) == 0 {
+	if len(v.runs) <= 1 {
+		// A lone validator runs in Finish on the request's goroutine, with nothing to
+		// share its derived values with and nothing to cancel: no memo, no cancellable
+		// context (whose registration with the request's context allocates), so that
+		// what runs before its call is only what the call needs.
 		return v
 	}
 	// Validating plugins do not change the object: what one derives from the request
@@ -366,14 +375,21 @@ func (v *Validation) Finish() error {
 			return err
 		}
 	}
+	// The first dynamic validator reports straight into the request's trace and warnings:
+	// it runs here, after the built-in ones and before the others' reports are passed on,
+	// which is where its reports go in the chain's order anyway.
 	if len(v.runs) > 0 {
-		v.runs[0].run(v.rctx, v.a)
+		if err := validate(v.runs[0].plugin); err != nil {
+			v.runs[0].err = err
+		}
 	}
 	v.wg.Wait()
-	for _, r := range v.runs {
-		t.Append(r.trace.Steps()...)
-		for _, w := range r.warnings() {
-			AddWarning(v.ctx, w)
+	for i, r := range v.runs {
+		if i > 0 {
+			t.Append(r.trace.Steps()...)
+			for _, w := range r.warnings() {
+				AddWarning(v.ctx, w)
+			}
 		}
 		if r.err != nil {
 			return r.err

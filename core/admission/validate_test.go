@@ -221,6 +221,61 @@ func TestParallelValidators(t *testing.T) {
 			t.Fatalf("%d acquisitions not released", src.held)
 		}
 	})
+	t.Run("a lone dynamic validator reports in the chain's order", func(t *testing.T) {
+		// It runs without a phase of its own (no memo, no cancellable context): what it
+		// says still comes after the built-in validators and before the final ones.
+		tr := &trace.Trace{}
+		ctx, got := admission.WithWarnings(trace.With(context.Background(), tr))
+		var shared, finalRan atomic.Bool
+		lone := &funcValidator{name: "lone", fn: func(ctx context.Context, a *admission.Attributes) error {
+			admission.AddWarning(ctx, "from lone")
+			_, _ = a.Shared("k", func() (any, error) { shared.Store(!a.Memoizing()); return nil, nil })
+			return nil
+		}}
+		src := &source{vs: []admission.Validator{lone}}
+		c := &admission.Chain{
+			Validating: []admission.Validator{warnThen("builtin", "from builtin", nil, nil)},
+			Sources:    []admission.Source{src},
+			Final:      []admission.Validator{&funcValidator{name: "final", fn: func(context.Context, *admission.Attributes) error { finalRan.Store(true); return nil }}},
+		}
+		if err := c.Validate(ctx, podAttributes()); err != nil {
+			t.Fatal(err)
+		}
+		if w := got(); !slices.Equal(w, []string{"from builtin", "from lone"}) {
+			t.Fatalf("warnings %q", w)
+		}
+		var steps []string
+		for _, s := range tr.Steps() {
+			steps = append(steps, s.Step+" "+s.Result)
+		}
+		if want := []string{"builtin validate: allowed", "lone validate: allowed", "final validate: allowed"}; !slices.Equal(steps, want) {
+			t.Fatalf("steps %q, want %q", steps, want)
+		}
+		if !shared.Load() || !finalRan.Load() || src.held != 0 {
+			t.Fatalf("computed without a memo %v, final ran %v, %d acquisitions held", shared.Load(), finalRan.Load(), src.held)
+		}
+		// Refused, its warning and step are kept and the final validators do not run.
+		finalRan.Store(false)
+		src.vs = []admission.Validator{warnThen("deny", "from deny", nil, errors.New("no"))}
+		tr = &trace.Trace{}
+		ctx, got = admission.WithWarnings(trace.With(context.Background(), tr))
+		if err := c.Validate(ctx, podAttributes()); err == nil || err.Error() != "no" {
+			t.Fatalf("got %v, want the refusal", err)
+		}
+		if w := got(); !slices.Equal(w, []string{"from builtin", "from deny"}) || finalRan.Load() {
+			t.Fatalf("warnings %q, final ran %v", w, finalRan.Load())
+		}
+		if steps := tr.Steps(); len(steps) != 2 || steps[1].Step != "deny" || steps[1].Result != "validate: denied" {
+			t.Fatalf("steps %+v", steps)
+		}
+		// Abandoned, it never runs.
+		var ran atomic.Bool
+		src.vs = []admission.Validator{&funcValidator{name: "x", fn: func(context.Context, *admission.Attributes) error { ran.Store(true); return nil }}}
+		c.StartValidate(context.Background(), podAttributes()).Abandon()
+		if ran.Load() || src.held != 0 {
+			t.Fatalf("abandoned: ran %v, %d acquisitions held", ran.Load(), src.held)
+		}
+	})
 	t.Run("no chain", func(t *testing.T) {
 		var v *admission.Validation
 		if err := v.Finish(); err != nil {

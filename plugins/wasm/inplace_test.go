@@ -2,8 +2,10 @@ package wasm
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmplane/wasmplane/plugins/wasm/wasmtest"
 )
@@ -81,5 +83,41 @@ func TestValidateJSONInPlace(t *testing.T) {
 		case st.wantDst > 0 && gotCap < st.wantDst:
 			t.Errorf("%s: dst has capacity %d, want at least %d", st.name, gotCap, st.wantDst)
 		}
+	}
+}
+
+// TestGuestBytes checks that the instance reads its guest's memory from the buffer wazero
+// runs it on: the same bytes as the module's Memory interface, the same ranges refused.
+func TestGuestBytes(t *testing.T) {
+	r, _ := newTestRuntime(t)
+	p := load(t, r, wasmtest.WATSource(t, checkEndsWAT), PluginConfig{Limits: Limits{Instances: 1, MaxInstances: 1}})
+	ctx := context.Background()
+	s := p.acquire()
+	defer s.release(ctx)
+	in, err := s.get(ctx, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.put(ctx, in, false)
+	mem := in.mod.Memory()
+	size := mem.Size()
+	if !mem.WriteByte(size-1, 'z') {
+		t.Fatal("cannot write the last byte")
+	}
+	cases := []struct{ ptr, n uint32 }{{0, 0}, {0, 16}, {100, 1}, {size - 8, 8}, {size - 1, 1}, {size, 0}, {size, 1}, {size - 4, 8}, {math.MaxUint32, 2}, {2, math.MaxUint32}}
+	for _, c := range cases {
+		got, ok := in.guestBytes(c.ptr, c.n)
+		want, wantOK := mem.Read(c.ptr, c.n)
+		switch {
+		case ok != wantOK:
+			t.Errorf("[%#x, +%d): in range %v, Memory says %v", c.ptr, c.n, ok, wantOK)
+		case ok && (len(got) != len(want) || cap(got) != int(c.n)):
+			t.Errorf("[%#x, +%d): %d bytes, capacity %d; Memory has %d", c.ptr, c.n, len(got), cap(got), len(want))
+		case ok && c.n > 0 && &got[0] != &want[0]:
+			t.Errorf("[%#x, +%d): not the guest's bytes", c.ptr, c.n)
+		}
+	}
+	if b, ok := in.guestBytes(size-1, 1); !ok || b[0] != 'z' {
+		t.Errorf("last byte %q, %v; want z", b, ok)
 	}
 }

@@ -31,7 +31,7 @@ type instance struct {
 	mem   *limitedMemory
 	alloc api.Function
 	free  api.Function
-	hooks map[string]api.Function
+	hooks [numHooks]api.Function
 	stack [2]uint64
 
 	inPtr, inCap uint32
@@ -101,7 +101,8 @@ func (s *instanceSet) newInstance(ctx context.Context) (_ *instance, err error) 
 		if err != nil {
 			return nil, err
 		}
-		in.hooks = map[string]api.Function{abi.HookValidate: mod.ExportedFunction("opa_eval")}
+		validate, _ := hookOf(abi.HookValidate)
+		in.hooks[validate] = mod.ExportedFunction("opa_eval")
 		in.lastMem = in.mem.size()
 		p.r.metrics.instanceAdded(p, in.lastMem)
 		return in, nil
@@ -132,11 +133,12 @@ func (s *instanceSet) newInstance(ctx context.Context) (_ *instance, err error) 
 	if e.hasFree {
 		in.free = mod.ExportedFunction(abi.ExportFree)
 	}
-	in.hooks = make(map[string]api.Function, len(e.hooks))
-	for h := range e.hooks {
-		in.hooks[h] = mod.ExportedFunction(h)
+	for i, h := range abi.Hooks {
+		if e.hooks[i] {
+			in.hooks[i] = mod.ExportedFunction(h)
+		}
 	}
-	if e.hooks[abi.HookConfigure] {
+	if e.hooks.has(abi.HookConfigure) {
 		var resp abi.ConfigureResponse
 		req, err := encodeJSON(abi.ConfigureRequest{Plugin: abi.PluginRef{Name: p.cfg.Name, Namespace: p.cfg.Namespace}, Config: p.config})
 		if err != nil {
@@ -180,7 +182,10 @@ func (in *instance) close(ctx context.Context) {
 // the answer is still in guest memory (so large answers are not copied).
 func (in *instance) call(ctx context.Context, deadline time.Time, hook string, req []byte, decode func([]byte) error) error {
 	p := in.set.p
-	fn := in.hooks[hook]
+	var fn api.Function
+	if id, ok := hookOf(hook); ok {
+		fn = in.hooks[id]
+	}
 	if fn == nil {
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrNotImplemented}
 	}
@@ -234,7 +239,7 @@ func (in *instance) call(ctx context.Context, deadline time.Time, hook string, r
 	if int(outLen) > p.limits.MaxOutputBytes {
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrOutputTooLarge, Err: fmt.Errorf("answer is %d bytes, limit %d", outLen, p.limits.MaxOutputBytes)}
 	}
-	out, ok := in.mod.Memory().Read(outPtr, outLen)
+	out, ok := in.guestBytes(outPtr, outLen)
 	if !ok {
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadOutput, Err: fmt.Errorf("answer [%#x, +%d) is outside memory", outPtr, outLen)}
 	}
@@ -257,11 +262,11 @@ func (in *instance) inputBuffer() []byte {
 	if in.opa != nil || in.inPtr == 0 {
 		return nil
 	}
-	b, ok := in.mod.Memory().Read(in.inPtr, in.inCap)
+	b, ok := in.guestBytes(in.inPtr, in.inCap)
 	if !ok {
 		return nil
 	}
-	return b[:0:in.inCap]
+	return b[:0]
 }
 
 // holdsInput tells whether req is the start of the instance's input buffer, where
@@ -270,8 +275,22 @@ func (in *instance) holdsInput(req []byte) bool {
 	if len(req) == 0 || in.inPtr == 0 {
 		return false
 	}
-	b, ok := in.mod.Memory().Read(in.inPtr, 1)
+	b, ok := in.guestBytes(in.inPtr, 1)
 	return ok && &b[0] == &req[0]
+}
+
+// guestBytes returns the guest's memory [ptr, ptr+n), capacity n, read from the buffer
+// the instance's linear memory lives in (limitedMemory, which wazero runs the module on)
+// rather than through the module's Memory interface: the same bytes for one slice
+// expression, on a call path that runs with the caches cold. Not for OPA policies, whose
+// memory the host's env module provides. False if the range is outside memory.
+func (in *instance) guestBytes(ptr, n uint32) ([]byte, bool) {
+	b := in.mem.buf
+	end := uint64(ptr) + uint64(n)
+	if end > uint64(len(b)) {
+		return nil, false
+	}
+	return b[ptr:end:end], true
 }
 
 // memoryChanged reports a change of the instance's memory to the metrics.

@@ -65,15 +65,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 // forPlugin resolves the per-hook collectors once, so a call does no label lookups.
-func (m *metrics) forPlugin(plugin string) map[string]*hookMetrics {
-	hm := make(map[string]*hookMetrics, len(abi.Hooks))
-	for _, h := range abi.Hooks {
+func (m *metrics) forPlugin(plugin string) [numHooks]*hookMetrics {
+	var hm [numHooks]*hookMetrics
+	for i, h := range abi.Hooks {
 		x := &hookMetrics{hook: h}
 		if m.calls != nil {
 			x.calls = m.calls.WithLabelValues(plugin, h)
 			x.latency = m.latency.WithLabelValues(plugin, h)
 		}
-		hm[h] = x
+		hm[i] = x
 	}
 	return hm
 }

@@ -32,7 +32,7 @@ type moduleEntry struct {
 	digest   string
 	size     int
 	compiled wazero.CompiledModule
-	hooks    map[string]bool
+	hooks    hookSet
 	hasFree  bool
 	hasInit  bool
 	minPages uint32
@@ -58,7 +58,7 @@ func (m *Module) Size() int { return m.e.size }
 func (m *Module) Hooks() []string {
 	var hs []string
 	for _, h := range abi.Hooks {
-		if m.e.hooks[h] {
+		if m.e.hooks.has(h) {
 			hs = append(hs, h)
 		}
 	}
@@ -66,7 +66,7 @@ func (m *Module) Hooks() []string {
 }
 
 // Implements tells whether the module exports hook.
-func (m *Module) Implements(hook string) bool { return m.e.hooks[hook] }
+func (m *Module) Implements(hook string) bool { return m.e.hooks.has(hook) }
 
 // Close releases this reference; the compiled code is freed when no Module or plugin
 // uses it any more.
@@ -241,7 +241,7 @@ func (e *moduleEntry) check(cm wazero.CompiledModule) error {
 		}
 		e.hasFree = true
 	}
-	e.hooks = map[string]bool{}
+	e.hooks = hookSet{}
 	for _, h := range abi.Hooks {
 		d, ok := fns[h]
 		if !ok {
@@ -250,7 +250,7 @@ func (e *moduleEntry) check(cm wazero.CompiledModule) error {
 		if !sig(d, []api.ValueType{i32, i32}, []api.ValueType{i64}) {
 			return fmt.Errorf("abi: hook %s must be (i32, i32) -> i64", h)
 		}
-		e.hooks[h] = true
+		e.hooks.add(h)
 	}
 	return nil
 }

@@ -89,7 +89,7 @@ type Plugin struct {
 	limits Limits
 	cur    atomic.Pointer[instanceSet]
 	swapMu sync.Mutex
-	hm     map[string]*hookMetrics
+	hm     [numHooks]*hookMetrics
 	// running holds one token per call of this plugin running guest code
 	// (RuntimeConfig.MaxConcurrentCallsPerPlugin).
 	running chan struct{}
@@ -244,7 +244,10 @@ func (p *Plugin) Call(ctx context.Context, hook string, req []byte) ([]byte, err
 // invoke runs one call on an instance of the current set. build makes the request for
 // that instance; decode reads the answer in place; commit, if set, runs after success.
 func (p *Plugin) invoke(ctx context.Context, hook string, build func(*instance) ([]byte, error), decode func([]byte) error, commit func(*instance)) (err error) {
-	hm := p.hm[hook]
+	var hm *hookMetrics
+	if id, ok := hookOf(hook); ok {
+		hm = p.hm[id]
+	}
 	start := time.Now()
 	defer func() {
 		if hm != nil {
@@ -256,7 +259,7 @@ func (p *Plugin) invoke(ctx context.Context, hook string, build func(*instance) 
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrClosed}
 	}
 	defer s.release(ctx)
-	if !s.mod.e.hooks[hook] {
+	if !s.hooks.has(hook) {
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrNotImplemented}
 	}
 	probe, err := s.brk.allow(start)

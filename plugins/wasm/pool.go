@@ -20,6 +20,9 @@ type instanceSet struct {
 	idle  idleStack     // instances ready for a call, the most recently used on top
 	slots chan struct{} // one token per live instance, bounding the pool
 	refs  atomic.Int64  // 1 while current, plus one per call in flight
+	// hooks are the module's (mod.e.hooks), kept beside refs, which a call reads first:
+	// a call checks its hook without reaching through the module to its compiled form.
+	hooks hookSet
 	done  chan struct{} // closed when the set has been drained and closed
 	mu    sync.Mutex    // guards closing
 	flags abi.ConfigureResponse
@@ -34,6 +37,7 @@ func newInstanceSet(ctx context.Context, p *Plugin, mod *Module) (*instanceSet, 
 	s := &instanceSet{
 		p:     p,
 		mod:   mod,
+		hooks: mod.e.hooks,
 		slots: make(chan struct{}, p.limits.MaxInstances),
 		done:  make(chan struct{}),
 		brk:   newBreaker(p.r.cfg),

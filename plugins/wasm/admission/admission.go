@@ -116,11 +116,11 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 	var resp *abi.ValidateResponse
 	if c, ok := p.Caller.(EncodedCaller); ok {
 		var encErr, err error
-		resp, err = c.ValidateJSON(ctx, func(dst []byte, compactPods bool) ([]byte, error) {
-			req, err := p.appendRequest(dst, a, compactPods)
-			encErr = err
-			return req, err
-		})
+		if wp, ok := c.(*wasm.Plugin); ok {
+			resp, encErr, err = p.validateWasm(ctx, wp, a)
+		} else {
+			resp, encErr, err = p.validateEncoded(ctx, c, a)
+		}
 		if encErr != nil {
 			return apierrors.NewInternalError(encErr)
 		}
@@ -141,6 +141,29 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 		return admission.Denied(p.PluginName, resp.Code, metav1.StatusReason(resp.Reason), resp.Message)
 	}
 	return nil
+}
+
+// validateEncoded calls c.ValidateJSON with a's request; encErr is the request's encoding
+// error, err the call's.
+func (p *Plugin) validateEncoded(ctx context.Context, c EncodedCaller, a *admission.Attributes) (resp *abi.ValidateResponse, encErr, err error) {
+	resp, err = c.ValidateJSON(ctx, func(dst []byte, compactPods bool) ([]byte, error) {
+		req, err := p.appendRequest(dst, a, compactPods)
+		encErr = err
+		return req, err
+	})
+	return resp, encErr, err
+}
+
+// validateWasm is validateEncoded on the concrete *wasm.Plugin, so that the request's
+// builder and what it captures stay on the stack: through the interface they are
+// allocated on every call.
+func (p *Plugin) validateWasm(ctx context.Context, wp *wasm.Plugin, a *admission.Attributes) (resp *abi.ValidateResponse, encErr, err error) {
+	resp, err = wp.ValidateJSON(ctx, func(dst []byte, compactPods bool) ([]byte, error) {
+		req, err := p.appendRequest(dst, a, compactPods)
+		encErr = err
+		return req, err
+	})
+	return resp, encErr, err
 }
 
 // report passes a hook's warnings to the client (Warning headers) and records its audit
@@ -191,7 +214,15 @@ func (p *Plugin) requestJSON(a *admission.Attributes, compactPods bool) ([]byte,
 // it when a plugin changes the object); each call still gets a uid of its own, as each
 // webhook call does in Kubernetes.
 func (p *Plugin) appendRequest(dst []byte, a *admission.Attributes, compactPods bool) ([]byte, error) {
-	shared, err := a.Shared(memoKey{compactPods}, func() (any, error) { return requestBody(a, compactPods) })
+	if !a.Memoizing() {
+		// Nothing to share it with (a lone validating plugin): the body is written once,
+		// where the plugin reads it, rather than on the heap and then copied.
+		if dst == nil {
+			dst = make([]byte, 0, 1024)
+		}
+		return appendBody(p.appendUID(dst), a, compactPods)
+	}
+	shared, err := a.Shared(memoKey{compactPods}, func() (any, error) { return appendBody(make([]byte, 0, 1024), a, compactPods) })
 	if err != nil {
 		return nil, err
 	}
@@ -199,8 +230,13 @@ func (p *Plugin) appendRequest(dst []byte, a *admission.Attributes, compactPods 
 	if dst == nil {
 		dst = make([]byte, 0, len(uidPrefix)+uuidLen+1+len(body))
 	}
-	dst = append(p.uids.append(append(dst, uidPrefix...)), '"') // hex digits and dashes: nothing to escape
-	return append(dst, body...), nil
+	return append(p.appendUID(dst), body...), nil
+}
+
+// appendUID appends the request's first member, the call's own uid, without the comma
+// after it.
+func (p *Plugin) appendUID(dst []byte) []byte {
+	return append(p.uids.append(append(dst, uidPrefix...)), '"') // hex digits and dashes: nothing to escape
 }
 
 // uuidLen is the length of a UUID's text.
@@ -236,11 +272,11 @@ func (u *uidSource) append(dst []byte) []byte {
 	return dst
 }
 
-// requestBody encodes the members of request(a) after the uid, from the comma before
+// appendBody appends the members of request(a) after the uid, from the comma before
 // "kind" to the closing brace: the objects are spliced in rather than copied by a second
 // pass of encoding/json over a RawMessage, and compact pods are written in place.
-func requestBody(a *admission.Attributes, compactPods bool) ([]byte, error) {
-	body := appendHead(make([]byte, 0, 1024), a)
+func appendBody(dst []byte, a *admission.Attributes, compactPods bool) ([]byte, error) {
+	body := appendHead(dst, a)
 	var err error
 	if body, err = appendObject(body, `,"object":`, a.Object, a, compactPods); err != nil {
 		return nil, err

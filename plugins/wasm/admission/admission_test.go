@@ -263,6 +263,28 @@ func TestSharedEncoding(t *testing.T) {
 		if len(uids) != 6 {
 			t.Fatalf("%d distinct uids in 6 calls", len(uids))
 		}
+		// A lone validator writes its request where the plugin reads it, without the
+		// shared copy: the same request, compact pods or not, and a fresh uid.
+		for _, compact := range []bool{false, true} {
+			lone := &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, compactPods: compact}
+			many := &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, compactPods: compact}
+			chain := &admission.Chain{Sources: []admission.Source{source{vs: []admission.Validator{&wasmadmission.Plugin{PluginName: "lone", Caller: lone}}}}}
+			if err := chain.Validate(context.Background(), attrs()); err != nil {
+				t.Fatal(err)
+			}
+			chain = &admission.Chain{Sources: []admission.Source{source{vs: []admission.Validator{
+				&wasmadmission.Plugin{PluginName: "a", Caller: many},
+				&wasmadmission.Plugin{PluginName: "b", Caller: &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, compactPods: compact}},
+			}}}}
+			if err := chain.Validate(context.Background(), attrs()); err != nil {
+				t.Fatal(err)
+			}
+			uid, rest := withoutUID(t, lone.raw[0])
+			_, shared := withoutUID(t, many.raw[0])
+			if rest != shared || uids[uid] {
+				t.Fatalf("compact pods %v: lone request %s (uid %s), shared %s", compact, rest, uid, shared)
+			}
+		}
 	})
 	t.Run("mutate", func(t *testing.T) {
 		labels := func(raw []byte) map[string]any {

@@ -17,12 +17,12 @@ import (
 )
 
 // BenchmarkGuestCalls counts the guest's function calls in one validating call on a pod
-// create (the require-labels example in C and standard Go, as the server calls it):
-// guest-calls/op is every call, guest-funcs the distinct functions run. With the caches
-// cold, as in the API server, what a call costs follows how much guest code it runs, so
-// this is the guest's side of BenchmarkValidateShares' cold figures, counted instead of
-// timed. The module is compiled with a function listener (no compilation cache), which
-// makes its calls slower: only the counts are reported.
+// create (the require-labels example in C, standard Go, Rust and AssemblyScript, as the
+// server calls it): guest-calls/op is every call, guest-funcs the distinct functions run.
+// With the caches cold, as in the API server, what a call costs follows how much guest
+// code it runs, so this is the guest's side of BenchmarkValidateShares' cold figures,
+// counted instead of timed. The module is compiled with a function listener (no
+// compilation cache), which makes its calls slower: only the counts are reported.
 func BenchmarkGuestCalls(b *testing.B) {
 	for _, m := range []struct {
 		lang  string
@@ -30,6 +30,8 @@ func BenchmarkGuestCalls(b *testing.B) {
 	}{
 		{"c", func(tb testing.TB) []byte { return wasmtest.C(tb, "require-labels") }},
 		{"go", func(tb testing.TB) []byte { return wasmtest.Go(tb, "examples/plugins/go/require-labels") }},
+		{"rust", func(tb testing.TB) []byte { return wasmtest.Rust(tb, "require-labels") }},
+		{"assemblyscript", func(tb testing.TB) []byte { return wasmtest.AssemblyScript(tb, "require-labels") }},
 	} {
 		b.Run(m.lang, func(b *testing.B) {
 			c := &callCounter{funcs: map[uint32]bool{}}

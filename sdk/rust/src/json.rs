@@ -359,3 +359,215 @@ impl<'a> Parser<'a> {
         }
     }
 }
+
+/// A JSON value read in place: nothing is decoded until asked for, and a lookup reads
+/// the text only as far as the member it looks for, skipping the values before it. A
+/// handler that reads a few members of a request ([`hook_view!`](crate::hook_view)) then
+/// neither builds a tree of the whole request nor allocates for it. The text is the
+/// host's (valid JSON); on malformed text lookups find nothing rather than fail.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'a> {
+    // From the value's first byte to the end of the text; empty for an absent value.
+    b: &'a [u8],
+}
+
+impl<'a> View<'a> {
+    /// The value that fills `text` (leading white space skipped).
+    pub fn new(text: &'a [u8]) -> View<'a> {
+        View { b: &text[ws(text, 0)..] }
+    }
+
+    fn first(&self) -> u8 {
+        self.b.first().copied().unwrap_or(0)
+    }
+
+    /// Whether the value is present (an absent member's view is not).
+    pub fn exists(&self) -> bool {
+        !self.b.is_empty()
+    }
+
+    /// Whether the value is an object.
+    pub fn is_object(&self) -> bool {
+        self.first() == b'{'
+    }
+
+    /// Whether the value is `null` or absent.
+    pub fn is_null(&self) -> bool {
+        self.b.is_empty() || self.first() == b'n'
+    }
+
+    /// The member named `key` of an object (the first if repeated); an absent view for any
+    /// other value or a missing member, so that paths chain: `req.get("object").get("spec")`.
+    pub fn get(&self, key: &str) -> View<'a> {
+        let b = self.b;
+        if self.first() != b'{' {
+            return View { b: &[] };
+        }
+        let mut i = 1;
+        loop {
+            i = ws(b, i);
+            if b.get(i) != Some(&b'"') {
+                return View { b: &[] }; // '}' or malformed
+            }
+            let end = skip_string(b, i);
+            let matches = key_is(&b[i..end], key);
+            i = ws(b, end);
+            if b.get(i) != Some(&b':') {
+                return View { b: &[] };
+            }
+            i = ws(b, i + 1);
+            if matches {
+                return View { b: &b[i..] };
+            }
+            i = ws(b, skip_value(b, i));
+            if b.get(i) != Some(&b',') {
+                return View { b: &[] };
+            }
+            i += 1;
+        }
+    }
+
+    /// Whether an object has a member named `key`.
+    pub fn has(&self, key: &str) -> bool {
+        self.get(key).exists()
+    }
+
+    /// The elements of an array, in order (none for any other value).
+    pub fn items(&self) -> Items<'a> {
+        Items { b: if self.first() == b'[' { self.b } else { &[] }, i: 1 }
+    }
+
+    /// A string's value, or "" for any other value; borrowed from the text unless it has
+    /// escapes.
+    pub fn str(&self) -> Cow<'a, str> {
+        if self.first() != b'"' {
+            return Cow::Borrowed("");
+        }
+        let end = skip_string(self.b, 0);
+        if end < 2 || self.b[end - 1] != b'"' {
+            return Cow::Borrowed(""); // unterminated
+        }
+        let inner = &self.b[1..end - 1];
+        if !inner.contains(&b'\\') {
+            if let Ok(s) = std::str::from_utf8(inner) {
+                return Cow::Borrowed(s);
+            }
+        }
+        Parser { b: self.b, i: 0 }.string().unwrap_or(Cow::Borrowed(""))
+    }
+
+    /// Whether the value is the string `s`.
+    pub fn is(&self, s: &str) -> bool {
+        self.first() == b'"' && self.str() == s
+    }
+
+    /// The value's JSON text (empty for an absent value).
+    pub fn raw(&self) -> &'a [u8] {
+        if self.b.is_empty() {
+            return self.b;
+        }
+        &self.b[..skip_value(self.b, 0)]
+    }
+
+    /// Decodes the value into a [`Value`] (`Null` for an absent one).
+    pub fn value(&self) -> Result<Value<'a>, String> {
+        if self.b.is_empty() {
+            return Ok(Value::Null);
+        }
+        parse(self.raw())
+    }
+}
+
+/// The elements of an array [`View`].
+#[derive(Debug, Clone)]
+pub struct Items<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Iterator for Items<'a> {
+    type Item = View<'a>;
+
+    fn next(&mut self) -> Option<View<'a>> {
+        let b = self.b;
+        let i = ws(b, self.i);
+        match b.get(i) {
+            None | Some(b']') => {
+                self.b = &[];
+                return None;
+            }
+            _ => {}
+        }
+        let end = skip_value(b, i);
+        let next = ws(b, end);
+        self.i = if b.get(next) == Some(&b',') { next + 1 } else { b.len() };
+        Some(View { b: &b[i..] })
+    }
+}
+
+/// Whether `quoted`, a JSON string with its quotes, is `key`.
+fn key_is(quoted: &[u8], key: &str) -> bool {
+    let inner = &quoted[1..quoted.len().saturating_sub(1).max(1)];
+    if !inner.contains(&b'\\') {
+        return inner == key.as_bytes();
+    }
+    matches!(Parser { b: quoted, i: 0 }.string(), Ok(s) if s == key)
+}
+
+/// The index of the first byte at or after `i` that is not white space.
+fn ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+        i += 1;
+    }
+    i
+}
+
+/// The index after the string whose opening quote is at `i` (the end of `b` if unclosed).
+fn skip_string(b: &[u8], mut i: usize) -> usize {
+    i += 1;
+    while i < b.len() {
+        match b[i] {
+            b'"' => return i + 1,
+            b'\\' => i += 2,
+            _ => i += 1,
+        }
+    }
+    b.len()
+}
+
+/// The index after the value that starts at `i` (the end of `b` if it does not end).
+fn skip_value(b: &[u8], i: usize) -> usize {
+    match b.get(i) {
+        Some(b'"') => skip_string(b, i),
+        Some(b'{') | Some(b'[') => {
+            let mut depth = 0usize;
+            let mut j = i;
+            while j < b.len() {
+                match b[j] {
+                    b'"' => {
+                        j = skip_string(b, j);
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return j + 1;
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            b.len()
+        }
+        Some(_) => {
+            let mut j = i;
+            while j < b.len() && !matches!(b[j], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
+                j += 1;
+            }
+            j
+        }
+        None => i,
+    }
+}
