@@ -11,8 +11,9 @@
 // label, so every policy evaluates and allows. At the fixed rate the cases of a server
 // take turns create by create (create k goes to case k mod n), so every case sees the
 // same load — the rate is the server's, over all its cases — and the same drift; at
-// saturation each case runs alone in turn, round after round, so that its creates/s and
-// the server's CPU per create are its own. Figures: p50/p99 at the fixed rate; creates/s,
+// saturation each case runs alone in turn (each round starting with another), so that
+// its creates/s and the server's CPU per create are its own, and its pods are deleted
+// after it, so that no case pays for the pods of those before it. Figures: p50/p99 at the fixed rate; creates/s,
 // p50/p99 and the server's CPU per create at saturation; each with what the case adds
 // over its own server's no-policy baseline.
 //
@@ -148,6 +149,20 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	seq := 0
+	// What each case builds once (its plugin's instances, the policy's compiled program,
+	// the webhook's connections) is built before anything is counted.
+	for _, s := range servers {
+		for _, c := range s.cases {
+			warm := o
+			warm.saturation = o.workers * 4
+			if _, err := saturate(ctx, s.cs, c, warm, &seq); err != nil {
+				return fmt.Errorf("%s %s warm-up: %w", s.name, c, err)
+			}
+		}
+		if err := clearPods(ctx, s.cs, s.cases); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
 	for round := range o.rounds {
 		for _, s := range servers {
 			lat, err := paced(ctx, s.cs, s.cases, o, &seq)
@@ -157,10 +172,17 @@ func run(ctx context.Context, o options) error {
 			for i, c := range s.cases {
 				results[s.name][c].paced = append(results[s.name][c].paced, lat[i]...)
 			}
+			if err := clearPods(ctx, s.cs, s.cases); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
 			if o.saturation == 0 {
 				continue
 			}
-			for _, c := range s.cases {
+			// Each round starts with another case, and every case's pods are deleted
+			// after it: a case measured alone must not pay for the pods (watch cache, heap
+			// to mark, etcd) that the cases before it left behind.
+			for k := range s.cases {
+				c := s.cases[(k+round)%len(s.cases)]
 				r := results[s.name][c]
 				cpu0, err := s.cp.CPUTime()
 				if err != nil {
@@ -179,6 +201,9 @@ func run(ctx context.Context, o options) error {
 				r.satCPU += cpu1 - cpu0
 				r.satCreates += len(lat)
 				r.saturated = append(r.saturated, lat...)
+				if err := clearPods(ctx, s.cs, []string{c}); err != nil {
+					return fmt.Errorf("%s: %w", s.name, err)
+				}
 			}
 		}
 	}
@@ -311,6 +336,26 @@ func paced(ctx context.Context, cs kubernetes.Interface, cases []string, o optio
 		byCase[i%len(cases)] = append(byCase[i%len(cases)], d)
 	}
 	return byCase, errors.Join(errs...)
+}
+
+// clearPods deletes the pods of the cases' namespaces and waits until they are gone
+// (neither server schedules them, so they go at once, without a grace period).
+func clearPods(ctx context.Context, cs kubernetes.Interface, cases []string) error {
+	zero := int64(0)
+	for _, c := range cases {
+		if err := cs.CoreV1().Pods(c).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+			return fmt.Errorf("deleting the pods of %s: %w", c, err)
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, c := range cases {
+			l, err := cs.CoreV1().Pods(c).List(ctx, metav1.ListOptions{Limit: 1})
+			if err != nil || len(l.Items) > 0 {
+				return false, err
+			}
+		}
+		return true, nil
+	})
 }
 
 // saturate creates o.saturation pods with o.workers clients.
