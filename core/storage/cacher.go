@@ -1,10 +1,12 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"sort"
 	"strconv"
@@ -146,17 +148,19 @@ type Cacher struct {
 	snapGen uint64
 	kept    []*keptSnapshot
 
-	// created are custom objects this cache's Create wrote whose watch event has not been
-	// applied yet, by key: the event's object is that copy rather than a decoding of its
-	// bytes (see handOver).
+	// created are custom objects this cache's Create is writing or wrote whose watch
+	// event has not been applied yet, by key: the event's object is that copy rather than
+	// a decoding of its bytes (see expectCreated).
 	createdMu sync.Mutex
-	created   map[string]createdObject
+	created   map[string]*createdObject
+	// taken counts the events whose object was one kept by expectCreated.
+	taken atomic.Uint64
 }
 
-// createdObject is an object as its create stored it, at revision rev.
+// createdObject is an object as its create writes it, as data.
 type createdObject struct {
-	rev int64
-	obj *unstructured.Unstructured
+	data []byte
+	obj  *unstructured.Unstructured
 }
 
 // keptSnapshot is the state at one revision. Paged lists flatten the listed range once
@@ -353,7 +357,14 @@ func (c *Cacher) relist() (uint64, error) {
 
 func (c *Cacher) newItem(key string, data []byte, rev int64) (*cacheItem, error) {
 	var obj runtime.Object
-	if created := c.takeCreated(key, rev); created != nil {
+	if created := c.takeCreated(key, data); created != nil {
+		// The copy's metadata is its own (expectCreated made it so).
+		if md, ok := created.Object["metadata"].(map[string]any); ok {
+			md["resourceVersion"] = strconv.FormatInt(rev, 10)
+		} else if err := setRV(created, rev); err != nil {
+			return nil, err
+		}
+		c.taken.Add(1)
 		obj = created
 	} else {
 		obj = c.cfg.NewFunc()
@@ -396,6 +407,7 @@ func (c *Cacher) setUnready() {
 		c.readyCh = make(chan struct{})
 	}
 	c.mu.Unlock()
+	c.forgetCreated()
 	// Watchers could miss events across a relist: they rewatch (and relist on 410).
 	c.terminateAll()
 }
@@ -524,9 +536,8 @@ func (c *Cacher) apply(events []*clientv3.Event) {
 		out = append(out, ev)
 	}
 	c.advanceLocked()
-	ws, rev := c.wlist, c.rev
+	ws := c.wlist
 	c.mu.Unlock()
-	c.forgetCreated(rev)
 	for _, ev := range out {
 		c.dispatch(ws, ev)
 	}
@@ -745,62 +756,73 @@ func (c *Cacher) isReady() bool {
 
 // Create implements Interface by writing to etcd.
 func (c *Cacher) Create(ctx context.Context, key string, obj, out runtime.Object) error {
-	if err := c.store.Create(ctx, key, obj, out); err != nil {
-		return err
+	var expected *createdObject
+	err := c.store.create(ctx, key, obj, out, func(data []byte, exact bool) {
+		expected = c.expectCreated(ctx, key, obj, data, exact)
+	})
+	if err != nil && expected != nil {
+		c.createdMu.Lock()
+		if c.created[key] == expected {
+			delete(c.created, key)
+		}
+		c.createdMu.Unlock()
 	}
-	c.handOver(key, out)
-	return nil
+	return err
 }
 
-// handOver keeps a copy of out, a custom object just created (exactly what decoding its
-// stored bytes gives: Etcd.Create makes it so), for the watch event that brings it, so
-// that the cache does not decode the JSON it has just been handed the object of.
-func (c *Cacher) handOver(key string, out runtime.Object) {
-	u, ok := out.(*unstructured.Unstructured)
-	if !ok || u.Object == nil {
-		return
+// expectCreated keeps obj, a custom object about to be written as data, for the watch
+// event that will bring data back, so that the cache takes the object rather than decode
+// the JSON it was made from. It is kept before the write, since the event may be applied
+// before the write's answer reaches here. Only an object whose bytes decode to exactly
+// its content (exact) is kept, as it is now: a copy, which the event gives its
+// resourceVersion. The copy is shallow where the caller said it changes neither object
+// after Create (WithResultKept): a top level and metadata of its own, the rest shared.
+func (c *Cacher) expectCreated(ctx context.Context, key string, obj runtime.Object, data []byte, exact bool) *createdObject {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || !exact || !gvkExact(obj) || !c.isReady() {
+		return nil
 	}
-	rev, err := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
-	if err != nil {
-		return
+	var cp *unstructured.Unstructured
+	if resultKept(ctx) {
+		top := maps.Clone(u.Object)
+		if m, ok := top["metadata"].(map[string]any); ok {
+			top["metadata"] = maps.Clone(m)
+		}
+		cp = &unstructured.Unstructured{Object: top}
+	} else {
+		cp = u.DeepCopy()
 	}
-	c.mu.RLock()
-	applied := !c.ready || uint64(rev) <= c.rev
-	c.mu.RUnlock()
-	if applied {
-		return
-	}
-	cp := u.DeepCopy()
+	co := &createdObject{data: data, obj: cp}
 	c.createdMu.Lock()
 	defer c.createdMu.Unlock()
 	if c.created == nil {
-		c.created = map[string]createdObject{}
+		c.created = map[string]*createdObject{}
 	}
-	c.created[key] = createdObject{rev: rev, obj: cp}
+	c.created[key] = co
+	return co
 }
 
-// takeCreated returns the object handOver kept for key at rev, if any.
-func (c *Cacher) takeCreated(key string, rev int64) *unstructured.Unstructured {
+// takeCreated returns the object kept for key if data, the value an event brings, is
+// what was written with it; what was kept for key is dropped either way.
+func (c *Cacher) takeCreated(key string, data []byte) *unstructured.Unstructured {
 	c.createdMu.Lock()
-	defer c.createdMu.Unlock()
 	co, ok := c.created[key]
-	if !ok || co.rev != rev {
+	if ok {
+		delete(c.created, key)
+	}
+	c.createdMu.Unlock()
+	if !ok || !bytes.Equal(co.data, data) {
 		return nil
 	}
-	delete(c.created, key)
 	return co.obj
 }
 
-// forgetCreated drops what handOver kept for events already applied (up to rev): a
-// create whose event came before its handOver leaves its copy behind.
-func (c *Cacher) forgetCreated(rev uint64) {
+// forgetCreated drops every object kept for events: after a relist, events of writes
+// made before it may never come.
+func (c *Cacher) forgetCreated() {
 	c.createdMu.Lock()
-	defer c.createdMu.Unlock()
-	for key, co := range c.created {
-		if uint64(co.rev) <= rev {
-			delete(c.created, key)
-		}
-	}
+	clear(c.created)
+	c.createdMu.Unlock()
 }
 
 // GuaranteedUpdate implements Interface by writing to etcd, starting from the cached

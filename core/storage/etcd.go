@@ -130,9 +130,18 @@ func (s *Etcd) state(key string, kvs []*mvccpb.KeyValue) (*objState, error) {
 
 // Create implements Interface.
 func (s *Etcd) Create(ctx context.Context, key string, obj, out runtime.Object) error {
+	return s.create(ctx, key, obj, out, nil)
+}
+
+// create is Create, calling before (if not nil) with the bytes to be written, and whether
+// decoding them gives obj back exactly, before writing them.
+func (s *Etcd) create(ctx context.Context, key string, obj, out runtime.Object, before func(data []byte, exact bool)) error {
 	data, exact, err := s.encodeExact(obj)
 	if err != nil {
 		return err
+	}
+	if before != nil {
+		before(data, exact)
 	}
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", 0)).

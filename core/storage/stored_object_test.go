@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -243,67 +244,95 @@ func BenchmarkCacherUnstructuredList(b *testing.B) {
 
 // TestCacherTakesCreatedObjects: a custom object the cache's own Create wrote is cached
 // as that object (a copy), not decoded again from its bytes, and is exactly what decoding
-// its bytes gives; nothing is kept once the events are applied.
+// its bytes gives; nothing is kept once the events are applied or the write failed. A
+// caller that changes its objects after Create gets a deep copy taken; one that said it
+// only reads them (WithResultKept) a shallow one.
 func TestCacherTakesCreatedObjects(t *testing.T) {
-	ctx := testCtx(t)
-	cfg := gizmoConfig(t)
-	store := NewEtcd(testClient, cfg)
-	c := NewCacher(store, CacherConfig{})
-	t.Cleanup(c.Stop)
-	if err := c.Ready(ctx); err != nil {
-		t.Fatal(err)
-	}
-	outs := map[string]*unstructured.Unstructured{}
-	answers := map[string]map[string]any{}
-	var last uint64
-	for i := range 20 {
-		name := fmt.Sprintf("g%02d", i)
-		obj, out := gizmo(name, 10), &unstructured.Unstructured{}
-		if i%2 == 1 {
-			// The registry's store answers with the object it wrote (out is obj): a
-			// number JSON reads back as an integer and an empty map are turned in place.
-			obj.Object["spec"].(map[string]any)["ratio"] = 2.0
-			obj.Object["spec"].(map[string]any)["none"] = map[string]any(nil)
-			out = obj
-		}
-		if err := c.Create(ctx, cfg.Prefix+"/ns/"+name, obj, out); err != nil {
-			t.Fatal(err)
-		}
-		outs[name] = out
-		answers[name] = runtime.DeepCopyJSON(out.Object)
-		rev, err := strconv.ParseUint(out.GetResourceVersion(), 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = rev
-		// The caller owns out: changing it must not reach the cache.
-		out.SetLabels(map[string]string{"changed": "by-caller"})
-	}
-	if ok, err := c.waitFresh(ctx, last); err != nil || !ok {
-		t.Fatalf("the cache never reached revision %d: %v", last, err)
-	}
-	for name := range outs {
-		key := cfg.Prefix + "/ns/" + name
-		cached := &unstructured.Unstructured{}
-		if err := c.Get(ctx, key, GetOptions{ResourceVersion: "0"}, cached); err != nil {
-			t.Fatal(err)
-		}
-		fromEtcd := &unstructured.Unstructured{}
-		if err := store.Get(ctx, key, GetOptions{}, fromEtcd); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(cached.Object, fromEtcd.Object) {
-			t.Errorf("%s: cached %v\nstored %v", name, cached.Object, fromEtcd.Object)
-		}
-		if !reflect.DeepEqual(answers[name], fromEtcd.Object) {
-			t.Errorf("%s: answered %v\nstored %v", name, answers[name], fromEtcd.Object)
-		}
-	}
-	c.createdMu.Lock()
-	left := len(c.created)
-	c.createdMu.Unlock()
-	if left != 0 {
-		t.Errorf("%d created objects kept after their events", left)
+	for _, tc := range []struct {
+		name string
+		kept bool
+	}{{"caller changes its objects", false}, {"caller only reads them", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			cfg := gizmoConfig(t)
+			store := NewEtcd(testClient, cfg)
+			c := NewCacher(store, CacherConfig{})
+			t.Cleanup(c.Stop)
+			if err := c.Ready(ctx); err != nil {
+				t.Fatal(err)
+			}
+			createCtx := ctx
+			if tc.kept {
+				createCtx = WithResultKept(ctx)
+			}
+			const n = 20
+			outs := map[string]*unstructured.Unstructured{}
+			answers := map[string]map[string]any{}
+			var last uint64
+			for i := range n {
+				name := fmt.Sprintf("g%02d", i)
+				obj, out := gizmo(name, 10), &unstructured.Unstructured{}
+				if i%2 == 1 {
+					// The registry's store answers with the object it wrote (out is obj): a
+					// number JSON reads back as an integer and an empty map are turned in place.
+					obj.Object["spec"].(map[string]any)["ratio"] = 2.0
+					obj.Object["spec"].(map[string]any)["none"] = map[string]any(nil)
+					out = obj
+				}
+				key := cfg.Prefix + "/ns/" + name
+				if err := c.Create(createCtx, key, obj, out); err != nil {
+					t.Fatal(err)
+				}
+				// Writing the same key again fails and keeps nothing for it.
+				if err := c.Create(createCtx, key, gizmo(name, 10), &unstructured.Unstructured{}); !apierrors.IsAlreadyExists(err) {
+					t.Fatalf("second create of %s: %v, want AlreadyExists", name, err)
+				}
+				outs[name] = out
+				answers[name] = runtime.DeepCopyJSON(out.Object)
+				rev, err := strconv.ParseUint(out.GetResourceVersion(), 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				last = rev
+				if !tc.kept {
+					// The caller owns out: changing it must not reach the cache.
+					out.SetLabels(map[string]string{"changed": "by-caller"})
+					obj.Object["spec"].(map[string]any)["changed"] = true
+				}
+			}
+			if ok, err := c.waitFresh(ctx, last); err != nil || !ok {
+				t.Fatalf("the cache never reached revision %d: %v", last, err)
+			}
+			for name := range outs {
+				key := cfg.Prefix + "/ns/" + name
+				cached := &unstructured.Unstructured{}
+				if err := c.Get(ctx, key, GetOptions{ResourceVersion: "0"}, cached); err != nil {
+					t.Fatal(err)
+				}
+				fromEtcd := &unstructured.Unstructured{}
+				if err := store.Get(ctx, key, GetOptions{}, fromEtcd); err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(cached.Object, fromEtcd.Object) {
+					t.Errorf("%s: cached %v\nstored %v", name, cached.Object, fromEtcd.Object)
+				}
+				if !reflect.DeepEqual(answers[name], fromEtcd.Object) {
+					t.Errorf("%s: answered %v\nstored %v", name, answers[name], fromEtcd.Object)
+				}
+			}
+			c.createdMu.Lock()
+			left := len(c.created)
+			c.createdMu.Unlock()
+			if left != 0 {
+				t.Errorf("%d created objects kept after their events", left)
+			}
+			// Every object whose bytes decode to exactly its content (the even ones: the
+			// odd ones hold a float that reads back as an integer) was kept before its
+			// write, so its event found it.
+			if got := c.taken.Load(); got != n/2 {
+				t.Errorf("%d created objects taken by their events, want %d", got, n/2)
+			}
+		})
 	}
 }
 

@@ -145,6 +145,11 @@ func (v *Versioned) Create(ctx context.Context, key string, obj, out runtime.Obj
 			return err
 		}
 	}
+	if v.Served == v.Stored && v.Converter == nil {
+		// Nothing below changes the object once stored: the registry and the handler
+		// only read it (its name, its answer), so the watch cache may share it.
+		ctx = storage.WithResultKept(ctx)
+	}
 	if err := v.Inner.Create(ctx, key, obj, out); err != nil {
 		return err
 	}
