@@ -159,7 +159,14 @@ func (s *Etcd) create(ctx context.Context, key string, obj, out runtime.Object, 
 	// The caller has the object just written: copy it rather than decode its bytes. When
 	// out is obj itself and writing the bytes found its content exact, it already is what
 	// decoding them gives, and copyWritten's walk would change nothing.
-	if (exact && out == obj && gvkExact(obj)) || copyWritten(obj, out) {
+	if exact && out == obj && gvkExact(obj) {
+		if w := writtenFrom(ctx); w != nil && resultKept(ctx) {
+			// Nobody changes out from here on: its answer may be written from data.
+			w.obj, w.data, w.rev = out, data, resp.Header.Revision
+		}
+		return setRV(out, resp.Header.Revision)
+	}
+	if copyWritten(obj, out) {
 		return setRV(out, resp.Header.Revision)
 	}
 	return s.decode(key, data, resp.Header.Revision, out)

@@ -15,6 +15,7 @@ import (
 	"github.com/wasmplane/wasmplane/core/admission"
 	"github.com/wasmplane/wasmplane/core/apiserver/apply"
 	"github.com/wasmplane/wasmplane/core/apiserver/registry"
+	"github.com/wasmplane/wasmplane/core/storage"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -437,6 +438,11 @@ func (s *Scope) serveCode(w http.ResponseWriter, req *http.Request, fn func(ctx 
 		return
 	}
 	ctx, warnings := admission.WithWarnings(req.Context())
+	var written *storage.Written
+	if req.Method == http.MethodPost {
+		// A created custom object is answered from the bytes stored for it.
+		ctx, written = storage.WithWritten(ctx)
+	}
 	obj, code, err := fn(ctx)
 	for _, msg := range warnings() {
 		addWarning(w, msg)
@@ -444,6 +450,12 @@ func (s *Scope) serveCode(w http.ResponseWriter, req *http.Request, fn func(ctx 
 	if err != nil {
 		s.Codecs.WriteError(w, req, err)
 		return
+	}
+	if out.As == "" && out.Info.MediaType == runtime.ContentTypeJSON {
+		if body, ok := written.JSON(obj); ok {
+			s.Codecs.writeBody(w, out.Info, code, body)
+			return
+		}
 	}
 	s.writeResult(w, req, out, code, obj)
 }

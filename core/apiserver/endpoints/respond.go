@@ -77,6 +77,11 @@ func (c *Codecs) writeObject(w http.ResponseWriter, info runtime.SerializerInfo,
 		}
 		body = buf.Bytes()
 	}
+	c.writeBody(w, info, code, body)
+}
+
+// writeBody writes an encoded answer.
+func (c *Codecs) writeBody(w http.ResponseWriter, info runtime.SerializerInfo, code int, body []byte) {
 	w.Header().Set("Content-Type", info.MediaType)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
