@@ -6,6 +6,7 @@ import (
 
 	"github.com/wasmplane/wasmplane/core/api/initializers"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,11 +42,13 @@ func includeUninitialized(ctx context.Context) bool {
 
 // PendingInitializers returns an object's pending initializers.
 func PendingInitializers(obj runtime.Object) []string {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return nil
+	var v string
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		// Read in place: the accessor's GetAnnotations copies the map.
+		v, _, _ = unstructured.NestedString(u.Object, "metadata", "annotations", initializers.PendingAnnotation)
+	} else if m, err := meta.Accessor(obj); err == nil {
+		v = m.GetAnnotations()[initializers.PendingAnnotation]
 	}
-	v := m.GetAnnotations()[initializers.PendingAnnotation]
 	if v == "" {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -91,16 +92,26 @@ func TestStorageAttrsAndHiding(t *testing.T) {
 		name    string
 		pending string
 		visible bool
+		custom  bool
 	}{
-		{"initialized", "", true},
-		{"pending", "podimage.example.com", false},
+		{"initialized", "", true, false},
+		{"pending", "podimage.example.com", false, false},
+		{"custom object initialized", "", true, true},
+		{"custom object pending", "a.example.com,b.example.com", false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
+			var p runtime.Object = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
 			if tt.pending != "" {
-				p.Annotations = map[string]string{initializers.PendingAnnotation: tt.pending}
+				p.(*corev1.Pod).Annotations = map[string]string{initializers.PendingAnnotation: tt.pending}
 			}
-			_, f, err := attrs(runtime.Object(p))
+			if tt.custom {
+				md := map[string]any{"name": "p", "namespace": "ns", "annotations": map[string]any{"other": "x"}}
+				if tt.pending != "" {
+					md["annotations"].(map[string]any)[initializers.PendingAnnotation] = tt.pending
+				}
+				p = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": md}}
+			}
+			_, f, err := attrs(p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,8 +121,9 @@ func TestStorageAttrsAndHiding(t *testing.T) {
 			if got := sel.Matches(f); got != tt.visible {
 				t.Errorf("visible %v, want %v (fields %v)", got, tt.visible, f)
 			}
-			if got := PendingInitializers(p); (len(got) > 0) == tt.visible {
-				t.Errorf("PendingInitializers = %v", got)
+			got := PendingInitializers(p)
+			if (len(got) > 0) == tt.visible || (tt.pending != "" && strings.Join(got, ",") != tt.pending) {
+				t.Errorf("PendingInitializers = %v, want %q", got, tt.pending)
 			}
 		})
 	}
