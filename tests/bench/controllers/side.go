@@ -154,14 +154,20 @@ func runSide(ctx context.Context, o options, s side, phase string, round int, re
 		}
 		defer stop()
 	}
-	self0 := peers.SelfCPUTime()
+	self0, err := peers.SelfCPU()
+	if err != nil {
+		return err
+	}
 	pctx, cancel := context.WithTimeout(ctx, o.phaseTimeout)
 	figs, err := runPhase(pctx, c, o, p, ns)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("phase %s: %w", p, err)
 	}
-	self1 := peers.SelfCPUTime()
+	self1, err := peers.SelfCPU()
+	if err != nil {
+		return err
+	}
 	cpu1, err := peers.CPUTime(ctrl.Pid)
 	if err != nil {
 		return err

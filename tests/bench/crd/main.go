@@ -96,6 +96,10 @@ type server struct {
 	// per kind: CPU time of this process (the 32 clients encoding, decoding and waiting)
 	// over the same creates, so that the report shows where the machine's CPU went
 	clientCPU map[string]time.Duration
+	// per kind: bytes the API server allocated on its heap over the same creates (its Go
+	// runtime's count, which the machine's load does not change): what its collector works
+	// through
+	allocated map[string]uint64
 	// discovery figures
 	discovery, established time.Duration
 	// wall time of kubectl api-resources and kubectl explain <kind>.spec, with a cold
@@ -169,6 +173,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		s.created, s.elapsed, s.cpu, s.clientCPU = map[string]int{}, map[string]time.Duration{}, map[string]time.Duration{}, map[string]time.Duration{}
+		s.allocated = map[string]uint64{}
 		if err := establish(ctx, s, benchCRD("gizmos", "Gizmo", "bench.example.com", true)); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
@@ -203,11 +208,16 @@ func run(ctx context.Context, o options) error {
 				if err != nil {
 					return err
 				}
+				allocBefore, err := peers.AllocatedBytes(ctx, s.cs)
+				if err != nil {
+					return err
+				}
 				n, d, err := creates(ctx, s, kind, fmt.Sprintf("r%d-k%d", round, ki), o) // names unique per round and kind
 				selfAfter, serr := peers.SelfCPU()
 				cpuAfter, cerr := s.cp.CPUTime()
+				allocAfter, aerr := peers.AllocatedBytes(ctx, s.cs)
 				if err == nil {
-					err = errors.Join(serr, cerr)
+					err = errors.Join(serr, cerr, aerr)
 				}
 				if profiled != nil {
 					if perr := <-profiled; perr != nil && err == nil {
@@ -221,6 +231,7 @@ func run(ctx context.Context, o options) error {
 				s.elapsed[kind] += d
 				s.cpu[kind] += cpuAfter - cpuBefore
 				s.clientCPU[kind] += selfAfter - selfBefore
+				s.allocated[kind] += allocAfter - allocBefore
 			}
 		}
 	}
@@ -252,7 +263,7 @@ func run(ctx context.Context, o options) error {
 	}
 	// Per kind: the rate and the CPU per create of the server, of the bench's clients
 	// (they share the machine) and of both, each also as a ratio to the ConfigMap's.
-	fmt.Fprintf(tw, "server\tkind\tcreates/s\t/ConfigMap\tserver CPU per create\t/ConfigMap\tclients' CPU per create\tmachine CPU per create\t/ConfigMap\n")
+	fmt.Fprintf(tw, "server\tkind\tcreates/s\t/ConfigMap\tserver CPU per create\t/ConfigMap\tclients' CPU per create\tmachine CPU per create\t/ConfigMap\tAPI server's heap allocated per create\t/ConfigMap\n")
 	for _, s := range servers {
 		rate := func(k string) float64 { return float64(s.created[k]) / s.elapsed[k].Seconds() }
 		per := func(m map[string]time.Duration, k string) time.Duration {
@@ -262,8 +273,10 @@ func run(ctx context.Context, o options) error {
 		for _, k := range kinds {
 			srv, cli := per(s.cpu, k), per(s.clientCPU, k)
 			srvM, cliM := per(s.cpu, configMap), per(s.clientCPU, configMap)
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%v\t%.2f\t%v\t%v\t%.2f\n", s.name, k, rate(k), rate(k)/rate(configMap),
-				us(srv), float64(srv)/float64(srvM), us(cli), us(srv+cli), float64(srv+cli)/float64(srvM+cliM))
+			alloc := func(k string) float64 { return float64(s.allocated[k]) / float64(max(s.created[k], 1)) }
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%v\t%.2f\t%v\t%v\t%.2f\t%.1f KiB\t%.2f\n", s.name, k, rate(k), rate(k)/rate(configMap),
+				us(srv), float64(srv)/float64(srvM), us(cli), us(srv+cli), float64(srv+cli)/float64(srvM+cliM),
+				alloc(k)/1024, alloc(k)/alloc(configMap))
 		}
 	}
 	if err := tw.Flush(); err != nil {
