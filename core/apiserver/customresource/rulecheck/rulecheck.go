@@ -53,7 +53,11 @@ type node struct {
 	all cel.Program
 	// self is the node's schema as CEL sees it (with apiVersion, kind and metadata at a
 	// resource root), its property index built once.
-	self       common.Schema
+	self common.Schema
+	// closed is set when the node's schema and everything below it name every field
+	// they keep and embed no resource, and the node is not a resource root: CEL then
+	// reads the node's value as a closedObject.
+	closed     bool
 	items      *node
 	additional *node
 	properties map[string]*node
@@ -230,6 +234,7 @@ func build(s *structuralschema.Structural, ix *indexed, resourceRoot bool, declT
 		if resourceRoot {
 			n.self = newIndexed(&model.Structural{Structural: model.WithTypeAndObjectMeta(s)})
 		}
+		n.closed = !resourceRoot && closed(s)
 	}
 	return n, true
 }
@@ -265,7 +270,11 @@ func (n *node) passes(ctx context.Context, obj any, budget *int64, joined bool) 
 		// tracker from the program, and only comprehensions read the frame's context: they
 		// may see a cancelled request at other iterations than in frames of their own, which
 		// ends in an error here as there, and the library is asked.
-		frame, err := interpreter.NewExecutionFrame(&activation{self: common.UnstructuredToVal(obj, n.self)})
+		self := common.UnstructuredToVal
+		if n.closed {
+			self = closedVal
+		}
+		frame, err := interpreter.NewExecutionFrame(&activation{self: self(obj, n.self)})
 		if err != nil {
 			return false
 		}
