@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,14 +60,28 @@ func init() {
 	})
 }
 
-// latest tells whether an image reference resolves to the latest tag.
+// latest tells whether an image reference resolves to the latest tag. It reads the
+// bytes once, in one loop: in a WebAssembly guest the calls of bytes.Contains and
+// bytes.Cut cost more than the reading.
 func latest(image []byte) bool {
-	if bytes.Contains(image, []byte("@sha256:")) {
-		return false
+	colon := -1 // the first ':' of the last path segment
+	for i, c := range image {
+		switch c {
+		case '/':
+			colon = -1
+		case ':':
+			if colon < 0 {
+				colon = i
+			}
+		case '@':
+			// "@sha256:" compared in two parts: the compiler compares constant strings
+			// of up to six bytes inline.
+			if len(image)-i >= 8 && string(image[i+1:i+4]) == "sha" && string(image[i+4:i+8]) == "256:" {
+				return false
+			}
+		}
 	}
-	name := image[bytes.LastIndexByte(image, '/')+1:]
-	_, tag, ok := bytes.Cut(name, []byte(":"))
-	return !ok || string(tag) == "latest"
+	return colon < 0 || string(image[colon+1:]) == "latest"
 }
 
 func main() {}
