@@ -39,7 +39,7 @@ func init() {
 		labels := obj.At("metadata", "labels")
 		for _, l := range cfg.Labels {
 			if !labels.Has(l) {
-				problems = append(problems, fmt.Sprintf("label %q is required", l))
+				problems = missingLabel(problems, l)
 			}
 		}
 		if req.At("kind", "kind").Is("Pod") {
@@ -48,16 +48,35 @@ func init() {
 				for c := range spec.Get(list).Items() {
 					// Bytes aliases the request: an allowed image costs no allocation.
 					if image := c.Get("image").Bytes(); latest(image) {
-						problems = append(problems, fmt.Sprintf("container %q: image %q must be pinned to a tag other than latest", c.Get("name").String(), image))
+						problems = latestImage(problems, c, image)
 					}
 				}
 			}
 		}
 		if len(problems) > 0 {
-			return abi.ValidateResponse{Allowed: false, Code: 403, Reason: "Forbidden", Message: strings.Join(problems, "; ")}, nil
+			return deny(problems), nil
 		}
 		return abi.ValidateResponse{Allowed: true}, nil
 	})
+}
+
+// The refusals are written by functions of their own, not inlined into the handler: an
+// allowing call then runs through a handler of a fifth of the code (in a WebAssembly
+// guest with cold caches, what a call costs follows the code it runs through).
+
+//go:noinline
+func missingLabel(problems []string, label string) []string {
+	return append(problems, fmt.Sprintf("label %q is required", label))
+}
+
+//go:noinline
+func latestImage(problems []string, c jsonview.Value, image []byte) []string {
+	return append(problems, fmt.Sprintf("container %q: image %q must be pinned to a tag other than latest", c.Get("name").String(), image))
+}
+
+//go:noinline
+func deny(problems []string) abi.ValidateResponse {
+	return abi.ValidateResponse{Allowed: false, Code: 403, Reason: "Forbidden", Message: strings.Join(problems, "; ")}
 }
 
 // latest tells whether an image reference resolves to the latest tag. It reads the
