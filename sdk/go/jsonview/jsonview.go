@@ -107,9 +107,8 @@ func (v Value) Kind() Kind {
 // Get returns the member key of an object; a missing Value if v is not an object or has
 // no such member.
 func (v Value) Get(key string) Value {
-	b := v.raw
-	start, ok := scan(b, 0, key, true)
-	if !ok {
+	b, start := v.find(key)
+	if start < 0 {
 		return Value{}
 	}
 	if c := b[start]; c == '{' || c == '[' {
@@ -120,6 +119,45 @@ func (v Value) Get(key string) Value {
 		return Value{}
 	}
 	return Value{raw: b[start:end]}
+}
+
+// find returns the bytes v reads and where the value of its member key starts in them, or
+// -1 if v is not an object or has no such member. The members before it are skipped; the
+// member's own value is not.
+func (v Value) find(key string) ([]byte, int) {
+	if len(v.raw) == 0 || v.raw[0] != '{' {
+		return nil, -1
+	}
+	b := v.raw
+	i := skipSpace(b, 1)
+	for i < len(b) && b[i] == '"' {
+		end, ascii, ok := scanKey(b, i)
+		if !ok {
+			return nil, -1
+		}
+		rawKey := b[i+1 : end-1]
+		i = skipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return nil, -1
+		}
+		start := skipSpace(b, i+1)
+		if start >= len(b) {
+			return nil, -1
+		}
+		if ascii && sameBytes(rawKey, key) || !ascii && keyIs(rawKey, key) {
+			return b, start
+		}
+		vend, ok := skipValue(b, start)
+		if !ok {
+			return nil, -1
+		}
+		i = skipSpace(b, vend)
+		if i >= len(b) || b[i] != ',' {
+			return nil, -1
+		}
+		i = skipSpace(b, i+1)
+	}
+	return nil, -1
 }
 
 // At follows a path of object members: v.At("metadata", "labels") is
@@ -133,8 +171,8 @@ func (v Value) At(keys ...string) Value {
 
 // Has tells whether v is an object with a member key (its value is not read).
 func (v Value) Has(key string) bool {
-	_, ok := scan(v.raw, 0, key, true)
-	return ok
+	_, start := v.find(key)
+	return start >= 0
 }
 
 // Index returns item i of an array; a missing Value if v is not an array or is shorter.
@@ -199,7 +237,7 @@ func (v Value) Members() iter.Seq2[Value, Value] {
 		b := v.raw
 		i := skipSpace(b, 1)
 		for i < len(b) && b[i] == '"' {
-			end, ok := skipValue(b, i) // a string
+			end, ok := skipString(b, i)
 			if !ok {
 				return
 			}
@@ -222,24 +260,15 @@ func (v Value) Members() iter.Seq2[Value, Value] {
 	}
 }
 
-// Is tells whether v is the string s, without decoding or copying it: one loop compares
-// the bytes until an escape or a non-ASCII byte, which only decoding can compare.
+// Is tells whether v is the string s, without decoding or copying it.
 func (v Value) Is(s string) bool {
 	if len(v.raw) < 2 || v.raw[0] != '"' {
 		return false
 	}
-	body := v.raw[1 : len(v.raw)-1]
-	for i, c := range body {
-		if c == '\\' || c >= utf8.RuneSelf {
-			return v.String() == s
-		}
-		// The bytes before i are the decoded string's: a different byte here, or one
-		// past the end of s, makes it another string.
-		if i >= len(s) || c != s[i] {
-			return false
-		}
+	if body, ok := plain(v.raw); ok {
+		return string(body) == s
 	}
-	return len(body) == len(s)
+	return v.String() == s
 }
 
 // String returns the string v holds, decoded as encoding/json decodes it ("" if v is not
@@ -369,6 +398,58 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
+// scanKey returns the index after the string starting at b[i] == '"', and whether the
+// string is plain ASCII without escapes (so that its bytes are its value).
+func scanKey(b []byte, i int) (end int, ascii, ok bool) {
+	var or byte
+	for i++; i < len(b); i++ {
+		c := b[i]
+		if c == '"' {
+			return i + 1, or < utf8.RuneSelf, true
+		}
+		or |= c
+		if c == '\\' {
+			or |= utf8.RuneSelf
+			i++
+		}
+	}
+	return 0, false, false
+}
+
+// skipString returns the index after the string starting at b[i] == '"'. It reads eight
+// bytes at a time, looking for a quote or a backslash in all eight at once: in a
+// WebAssembly guest a loop over bytes, or a call to bytes.IndexByte per string, costs
+// several times more.
+func skipString(b []byte, i int) (int, bool) {
+	j := i + 1
+	for j+8 <= len(b) {
+		w := binary.LittleEndian.Uint64(b[j:])
+		m := bytesEqual(w, '"') | bytesEqual(w, '\\')
+		if m == 0 {
+			j += 8
+			continue
+		}
+		// The lowest marked byte is the first quote or backslash (a borrow can only
+		// mark bytes after a real match).
+		j += bits.TrailingZeros64(m) >> 3
+		if b[j] == '"' {
+			return j + 1, true
+		}
+		j += 2 // a backslash and the byte it escapes
+	}
+	for j < len(b) {
+		switch b[j] {
+		case '"':
+			return j + 1, true
+		case '\\':
+			j += 2
+		default:
+			j++
+		}
+	}
+	return 0, false
+}
+
 // bytesEqual marks, with its high bit, each byte of w that equals c; bytes after a marked
 // one may be marked too.
 func bytesEqual(w uint64, c byte) uint64 {
@@ -377,109 +458,46 @@ func bytesEqual(w uint64, c byte) uint64 {
 	return (x - ones) &^ x & highs
 }
 
-// structural marks the bytes scan stops at inside an object or array.
-var structural = [256]bool{'"': true, '{': true, '[': true, '}': true, ']': true, ',': true}
+// structural marks the bytes skipValue stops at inside an object or array.
+var structural = [256]bool{'"': true, '{': true, '[': true, '}': true, ']': true}
 
 // skipValue returns the index after the JSON value that starts at b[i].
-func skipValue(b []byte, i int) (int, bool) { return scan(b, i, "", false) }
-
-// scan returns the index after the JSON value that starts at b[i]; or, with find, where
-// the value of the member key of the object at b[i] starts. It is one loop for a
-// string, an object or an array, its strings read inline eight bytes at a time (a quote
-// or a backslash looked for in all eight at once), and a member lookup skips the values
-// before the member in the same loop: in a WebAssembly guest each call costs more than
-// the loop it runs, and a loop over bytes several times one over words.
-func scan(b []byte, i int, key string, find bool) (int, bool) {
+func skipValue(b []byte, i int) (int, bool) {
 	if i >= len(b) {
 		return 0, false
 	}
-	if c := b[i]; find && c != '{' {
-		return 0, false
-	} else if c != '"' && c != '{' && c != '[' {
-		j := i
-		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && !isSpace(b[j]) {
-			j++
-		}
-		return j, j > i
-	}
-	depth := 0
-	isKey := false // the next string is a member key of the object find looks in
-	for i < len(b) {
-		switch b[i] {
-		case '"':
-			j := i + 1
-			for {
-				if j+8 <= len(b) {
-					w := binary.LittleEndian.Uint64(b[j:])
-					m := bytesEqual(w, '"') | bytesEqual(w, '\\')
-					if m == 0 {
-						j += 8
-						continue
-					}
-					// The lowest marked byte is the first quote or backslash (a borrow
-					// can only mark bytes after a real match).
-					j += bits.TrailingZeros64(m) >> 3
-				} else {
-					for j < len(b) && b[j] != '"' && b[j] != '\\' {
-						j++
-					}
-					if j >= len(b) {
-						return 0, false
-					}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				j, ok := skipString(b, i)
+				if !ok {
+					return 0, false
 				}
-				if b[j] == '"' {
-					break
-				}
-				j += 2 // a backslash and the byte it escapes
-			}
-			if isKey {
-				isKey = false
-				// The key is compared in place while it is plain ASCII; a difference
-				// there decides, an escape or another byte needs decoding.
-				raw := b[i+1 : j]
-				match, decided := false, false
-				for n, c := range raw {
-					if c == '\\' || c >= utf8.RuneSelf {
-						match, decided = keyIs(raw, key), true
-						break
-					}
-					if n >= len(key) || c != key[n] {
-						decided = true
-						break
-					}
-				}
-				if !decided {
-					match = len(raw) == len(key)
-				}
-				if match {
-					k := skipSpace(b, j+1)
-					if k >= len(b) || b[k] != ':' {
-						return 0, false
-					}
-					k = skipSpace(b, k+1)
-					return k, k < len(b)
+				i = j
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1, true
 				}
 			}
-			i = j + 1
-			if depth == 0 {
-				return i, true
-			}
-			continue
-		case '{', '[':
-			depth++
-			isKey = find && depth == 1
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				return i + 1, !find
-			}
-		case ',':
-			isKey = find && depth == 1
-		}
-		i++
-		for i < len(b) && !structural[b[i]] {
 			i++
+			for i < len(b) && !structural[b[i]] {
+				i++
+			}
 		}
+		return 0, false
 	}
-	return 0, false
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && !isSpace(b[j]) {
+		j++
+	}
+	return j, j > i
 }
