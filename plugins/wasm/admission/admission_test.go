@@ -491,6 +491,8 @@ var requireLabels = []struct {
 }{
 	{"rust", func(tb testing.TB) []byte { return wasmtest.Rust(tb, "require-labels") }},
 	{"go", func(tb testing.TB) []byte { return wasmtest.Go(tb, "examples/plugins/go/require-labels") }},
+	{"assemblyscript", func(tb testing.TB) []byte { return wasmtest.AssemblyScript(tb, "require-labels") }},
+	{"c", func(tb testing.TB) []byte { return wasmtest.C(tb, "require-labels") }},
 }
 
 // loadRequireLabels loads a build of require-labels n times, each requiring the label

@@ -336,9 +336,9 @@ class Iter {
     return true;
   }
 
-  /** stop ends the walk, recording that the text is broken at bad unless it is 0. */
-  stop(bad: usize): bool {
-    if (bad != 0) broken(bad);
+  /** stop ends the walk, recording that the text is broken at p unless p is 0. */
+  stop(p: usize): bool {
+    if (p != 0) broken(p);
     this.p = this.end;
     return false;
   }
