@@ -327,42 +327,54 @@ export function initialize(ptr: usize, len: i32): u64 {
 // SDK, with the command lines of plugins/wasm/toolkit/toolchain.
 func buildASCSource(t *testing.T, lang string) []byte {
 	t.Helper()
+	if lang != "c" {
+		return buildASSource(t, "answers", ascAnswersAS)
+	}
 	root := wasmtest.ModuleRoot(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "plugin.wasm")
-	var cmd *exec.Cmd
-	switch lang {
-	case "c":
-		clang := wasmtest.RequireTool(t, "clang")
-		wasmtest.RequireTool(t, "wasm-ld")
-		src := filepath.Join(dir, "answers.c")
-		if err := os.WriteFile(src, []byte(ascAnswersC), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		args := toolchain.CArgs(out, "sdk/c", src)
-		cmd = exec.Command(clang, args[1:]...)
-	default:
-		node := wasmtest.RequireTool(t, "node")
-		wasmtest.Need(t, fileExists(filepath.Join(root, toolchain.ASCompiler)), "assemblyscript (npm ci in sdk/assemblyscript)")
-		sdk, err := filepath.Rel(dir, filepath.Join(root, "sdk/assemblyscript/assembly/index"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		src := filepath.Join(dir, "answers.ts")
-		if err := os.WriteFile(src, []byte(strings.ReplaceAll(ascAnswersAS, `"SDK"`, strconv.Quote(filepath.ToSlash(sdk)))), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		// asc names a file by the path it was reached by, joined lexically from the entry
-		// (given relative to the root); --use abort= must name the SDK's abi file that way.
-		entry, err := filepath.Rel(root, src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		entry = filepath.ToSlash(entry)
-		abort := path.Join(path.Dir(path.Join(path.Dir(entry), filepath.ToSlash(sdk))), "abi/abort")
-		args := toolchain.ASArgs(toolchain.ASCompiler, out, entry, abort)
-		cmd = exec.Command(node, args[1:]...)
+	clang := wasmtest.RequireTool(t, "clang")
+	wasmtest.RequireTool(t, "wasm-ld")
+	src := filepath.Join(dir, "answers.c")
+	if err := os.WriteFile(src, []byte(ascAnswersC), 0o644); err != nil {
+		t.Fatal(err)
 	}
+	args := toolchain.CArgs(out, "sdk/c", src)
+	return runBuild(t, exec.Command(clang, args[1:]...), root, out)
+}
+
+// buildASSource compiles an AssemblyScript plugin whose source imports the SDK from
+// "SDK", as the examples are compiled.
+func buildASSource(t *testing.T, name, source string) []byte {
+	t.Helper()
+	root := wasmtest.ModuleRoot(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "plugin.wasm")
+	node := wasmtest.RequireTool(t, "node")
+	wasmtest.Need(t, fileExists(filepath.Join(root, toolchain.ASCompiler)), "assemblyscript (npm ci in sdk/assemblyscript)")
+	sdk, err := filepath.Rel(dir, filepath.Join(root, "sdk/assemblyscript/assembly/index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, name+".ts")
+	if err := os.WriteFile(src, []byte(strings.ReplaceAll(source, `"SDK"`, strconv.Quote(filepath.ToSlash(sdk)))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// asc names a file by the path it was reached by, joined lexically from the entry
+	// (given relative to the root); --use abort= must name the SDK's abi file that way.
+	entry, err := filepath.Rel(root, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry = filepath.ToSlash(entry)
+	abort := path.Join(path.Dir(path.Join(path.Dir(entry), filepath.ToSlash(sdk))), "abi/abort")
+	args := toolchain.ASArgs(toolchain.ASCompiler, out, entry, abort)
+	return runBuild(t, exec.Command(node, args[1:]...), root, out)
+}
+
+// runBuild runs a compiler in the repository root and returns the module it wrote.
+func runBuild(t *testing.T, cmd *exec.Cmd, root, out string) []byte {
+	t.Helper()
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %v\n%s", cmd.Args, err, b)

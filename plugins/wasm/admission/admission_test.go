@@ -491,6 +491,8 @@ var requireLabels = []struct {
 }{
 	{"rust", func(tb testing.TB) []byte { return wasmtest.Rust(tb, "require-labels") }},
 	{"go", func(tb testing.TB) []byte { return wasmtest.Go(tb, "examples/plugins/go/require-labels") }},
+	{"assemblyscript", func(tb testing.TB) []byte { return wasmtest.AssemblyScript(tb, "require-labels") }},
+	{"c", func(tb testing.TB) []byte { return wasmtest.C(tb, "require-labels") }},
 }
 
 // loadRequireLabels loads a build of require-labels n times, each requiring the label
@@ -541,7 +543,7 @@ func BenchmarkValidate(b *testing.B) {
 // the guest's, warm and cold: "host" is the adapter with a caller in Go (the request's
 // encoding, no WebAssembly), "wat-allow" adds a WebAssembly call whose guest answers
 // without reading the request (instance checkout, the copy into guest memory, the call, the
-// answer), and the require-labels example in C, Rust and standard Go adds each guest's own
+// answer), and the require-labels example in C, Rust, standard Go and AssemblyScript adds each guest's own
 // work. Subtracting one case from the next gives each share.
 func BenchmarkValidateShares(b *testing.B) {
 	b.Run("host", func(b *testing.B) {
@@ -557,6 +559,7 @@ func BenchmarkValidateShares(b *testing.B) {
 		{"c", func(tb testing.TB) []byte { return wasmtest.C(tb, "require-labels") }},
 		{"rust", func(tb testing.TB) []byte { return wasmtest.Rust(tb, "require-labels") }},
 		{"go", func(tb testing.TB) []byte { return wasmtest.Go(tb, "examples/plugins/go/require-labels") }},
+		{"assemblyscript", func(tb testing.TB) []byte { return wasmtest.AssemblyScript(tb, "require-labels") }},
 	} {
 		b.Run(m.lang, func(b *testing.B) { benchValidateWarmCold(b, loadRequireLabels(b, m.build, 1)[0]) })
 	}

@@ -3,8 +3,11 @@ package admission_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -65,6 +68,7 @@ func BenchmarkGuestCalls(b *testing.B) {
 				}
 			}
 			calls, funcs := c.count(false)
+			b.Logf("%s: calls per function over %d validating calls: %s", m.lang, b.N, c.byName())
 			b.ReportMetric(float64(calls)/float64(b.N), "guest-calls/op")
 			b.ReportMetric(float64(funcs), "guest-funcs")
 		})
@@ -77,6 +81,7 @@ type callCounter struct {
 	on    bool
 	calls int
 	funcs map[uint32]bool
+	names map[string]int // calls per function name, for -v
 }
 
 // count turns counting on or off and returns the calls and distinct functions so far.
@@ -85,6 +90,27 @@ func (c *callCounter) count(on bool) (calls, funcs int) {
 	defer c.mu.Unlock()
 	c.on = on
 	return c.calls, len(c.funcs)
+}
+
+// byName lists the functions called while counting, the most called first.
+func (c *callCounter) byName() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	names := make([]string, 0, len(c.names))
+	for n := range c.names {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if c.names[names[i]] != c.names[names[j]] {
+			return c.names[names[i]] > c.names[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	var sb strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&sb, "\n\t%6d %s", c.names[n], n)
+	}
+	return sb.String()
 }
 
 func (c *callCounter) NewFunctionListener(api.FunctionDefinition) experimental.FunctionListener {
@@ -97,6 +123,10 @@ func (c *callCounter) Before(_ context.Context, _ api.Module, def api.FunctionDe
 	if c.on && def.GoFunction() == nil { // guest code only, not the host's functions
 		c.calls++
 		c.funcs[def.Index()] = true
+		if c.names == nil {
+			c.names = map[string]int{}
+		}
+		c.names[def.DebugName()]++
 	}
 }
 

@@ -1,5 +1,5 @@
 // The wasmplane ABI v1 plumbing for AssemblyScript (sdk/ABI.md §2–§5).
-import { Value, Writer, parseUTF8 } from "./json";
+import { Value, Writer, begin, malformed, parseUTF8, readOK } from "./json";
 
 /** wasmplane_abi_version names the ABI this module speaks (§2). */
 export function wasmplane_abi_version(): i32 {
@@ -44,11 +44,16 @@ const out = new Writer();
 
 /** call runs a hook handler on the request at (ptr, len) and returns the packed location
  * of its answer: export each hook as
- *   export function validate(ptr: usize, len: i32): u64 { return call(ptr, len, onValidate); } */
+ *   export function validate(ptr: usize, len: i32): u64 { return call(ptr, len, onValidate); }
+ * The request is read as the handler reads it, not checked whole first; if what is read
+ * of it is not JSON, the answer is an error saying where, whatever the handler wrote. */
 export function call(ptr: usize, len: i32, handler: Handler): u64 {
   out.reset();
-  handler(parseUTF8(ptr, len), out);
-  if (out.len == 0) out.error("plugin wrote no answer");
+  begin(ptr);
+  const req = parseUTF8(ptr, len);
+  if (readOK()) handler(req, out);
+  if (!readOK()) out.error(malformed());
+  else if (out.len == 0) out.error("plugin wrote no answer");
   return (<u64>changetype<usize>(out.buf) << 32) | <u64>out.len;
 }
 

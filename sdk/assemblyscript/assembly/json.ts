@@ -13,16 +13,23 @@ export enum Kind {
   Object,
 }
 
-/** A JSON value read in place: a span of the request's bytes. Nothing is decoded until
- * asked for, so a plugin that reads three members of each of 5,000 nodes allocates little.
+/** A JSON value read in place: where it starts in the request's bytes, and where the text
+ * it is in ends. Nothing is decoded until asked for, and a lookup reads the text only as
+ * far as the member it looks for: an object found by get is open — its own end is found
+ * only if raw() asks — so a path such as req.get("object").get("spec") reads each byte of
+ * the request about once, as the Go SDK's jsonview and the Rust SDK's json::View do.
  * Lookups never return null: an absent value is Missing, so paths chain without checks:
- * req.get("object").get("metadata").get("labels"). A Value is valid only during the hook
- * call whose request it reads. */
+ * req.get("object").get("metadata").get("labels").
+ *
+ * A Value is valid only during the hook call whose request it reads (the host overwrites
+ * the request with the next one). The Values a call's lookups return are taken from a
+ * small set that the next call reuses, so a lookup allocates nothing; keep strings
+ * (str()), never Values, past the call. */
 export class Value {
-  constructor(public start: usize, public end: usize) {}
+  constructor(public start: usize, public limit: usize, public item: bool = false) {}
 
   get kind(): Kind {
-    if (this.end <= this.start) return Kind.Missing;
+    if (this.start >= this.limit) return Kind.Missing;
     const c = load<u8>(this.start);
     if (c == 0x7b) return Kind.Object;
     if (c == 0x5b) return Kind.Array;
@@ -32,26 +39,67 @@ export class Value {
     return Kind.Number;
   }
 
+  /** exists tells whether the value is there (null is there). */
+  get exists(): bool {
+    return this.start < this.limit;
+  }
+
   /** get returns the member named key of an object (the first if repeated). Keys are
-   * compared in place, and no Value is made for the members passed over: a lookup
-   * allocates only the Value it returns. */
+   * compared in place, the members before it are skipped and its own value is not read. */
   get(key: string): Value {
-    if (this.kind != Kind.Object) return MISSING;
-    const it = new Iter(this);
-    while (it.next()) {
-      if (spanIs(it.ks, it.ke, key)) return new Value(it.vs, it.ve);
-    }
-    return MISSING;
+    const p = find(this.start, this.limit, key);
+    return p == 0 ? MISSING : at(p, this.limit, false);
   }
 
   /** is tells whether this is the string s, compared in place without decoding it. */
   is(s: string): bool {
-    return this.kind == Kind.String && spanIs(this.start, this.end, s);
+    const p = this.start;
+    const e = this.limit;
+    if (p >= e || load<u8>(p) != 0x22) return false;
+    const n = <usize>s.length;
+    if (p + 2 + n > e) return false;
+    const sp = changetype<usize>(s);
+    for (let i: usize = 0; i < n; i++) {
+      const b = <u32>load<u8>(p + 1 + i);
+      if (b == 0x5c || b >= 0x80) return this.str() == s;
+      if (b != <u32>load<u16>(sp + (i << 1))) return false;
+    }
+    // Every byte up to here matched s; anything but the closing quote makes it longer.
+    return load<u8>(p + 1 + n) == 0x22;
   }
 
-  /** has tells whether an object has a member named key. */
+  /** has tells whether an object has a member named key (its value is not read). */
   has(key: string): bool {
-    return this.get(key).kind != Kind.Missing;
+    return find(this.start, this.limit, key) != 0;
+  }
+
+  /** first returns an array's first element (Missing if the array is empty or this is
+   * not an array); with next it walks the array without allocating:
+   *   for (let c = list.first(); c.exists; c = c.next()) ... */
+  first(): Value {
+    const e = this.limit;
+    let p = this.start;
+    if (p >= e || load<u8>(p) != 0x5b) return MISSING;
+    p = ws(p + 1, e);
+    if (p >= e) return broken(p);
+    if (load<u8>(p) == 0x5d) return MISSING;
+    return at(p, e, true);
+  }
+
+  /** next returns the element after this one in its array (Missing after the last, and
+   * for a value that first or next did not return). */
+  next(): Value {
+    if (!this.item) return MISSING;
+    const e = this.limit;
+    const ve = skip(this.start, e);
+    if (ve == 0) return broken(this.start);
+    const p = ws(ve, e);
+    if (p < e) {
+      const c = load<u8>(p);
+      if (c == 0x2c) return at(ws(p + 1, e), e, true);
+      if (c == 0x5d) return MISSING;
+    }
+    return broken(p);
   }
 
   /** items returns the elements of an array (or the member values of an object). */
@@ -59,7 +107,7 @@ export class Value {
     const out: Value[] = [];
     if (this.kind != Kind.Array && this.kind != Kind.Object) return out;
     const it = new Iter(this);
-    while (it.next()) out.push(new Value(it.vs, it.ve));
+    while (it.next()) out.push(at(it.vs, this.limit, false));
     return out;
   }
 
@@ -68,7 +116,7 @@ export class Value {
     const out: string[] = [];
     if (this.kind != Kind.Object) return out;
     const it = new Iter(this);
-    while (it.next()) out.push(new Value(it.ks, it.ke).str());
+    while (it.next()) out.push(decodeString(it.ks + 1, it.ke - 1));
     return out;
   }
 
@@ -79,8 +127,13 @@ export class Value {
   /** equalsUTF8 tells whether this is a string whose decoded bytes are the n at p. */
   equalsUTF8(p: usize, n: usize): bool {
     if (this.kind != Kind.String) return false;
+    const end = skipString(this.start, this.limit);
+    if (end == 0) {
+      broken(this.start);
+      return false;
+    }
     const raw = this.start + 1;
-    const rn = this.end - this.start - 2;
+    const rn = end - this.start - 2;
     let plain = true;
     for (let i: usize = 0; i < rn; i++) {
       if (load<u8>(raw + i) == 0x5c) {
@@ -95,74 +148,197 @@ export class Value {
   /** str returns a string's decoded value, or "" for any other kind. */
   str(): string {
     if (this.kind != Kind.String) return "";
-    return decodeString(this.start + 1, this.end - 1);
+    const end = skipString(this.start, this.limit);
+    if (end == 0) {
+      broken(this.start);
+      return "";
+    }
+    return decodeString(this.start + 1, end - 1);
   }
 
   /** num returns a number's value, or 0 for any other kind. */
   num(): f64 {
     if (this.kind != Kind.Number) return 0;
-    return parseFloat(String.UTF8.decodeUnsafe(this.start, this.end - this.start));
+    const end = skip(this.start, this.limit);
+    if (end == 0) {
+      broken(this.start);
+      return 0;
+    }
+    return parseFloat(String.UTF8.decodeUnsafe(this.start, end - this.start));
   }
 
-  /** raw returns the value's JSON text. */
+  /** raw returns the value's JSON text ("" for a missing value). */
   raw(): string {
-    return String.UTF8.decodeUnsafe(this.start, this.end - this.start);
+    if (this.start >= this.limit) return "";
+    const end = skip(this.start, this.limit);
+    if (end == 0) {
+      broken(this.start);
+      return "";
+    }
+    return String.UTF8.decodeUnsafe(this.start, end - this.start);
   }
 }
 
 /** MISSING is the value of every absent member. */
 export const MISSING = new Value(0, 0);
 
+// The Values lookups return come from this set, in order, and call() starts it over for
+// each request: a Value lives only as long as the request it reads, so a call's lookups
+// allocate nothing. A call that makes more than POOL Values (a scheduling hook walking
+// thousands of nodes) allocates the rest, which the collector frees.
+const POOL = 64;
+const pool = new StaticArray<Value | null>(POOL);
+let used = 0;
+
+// Where the request being read starts, and where the reading found it broken (0: not).
+let base: usize = 0;
+let bad: usize = 0;
+
+@inline
+function at(start: usize, limit: usize, item: bool): Value {
+  if (used < POOL) {
+    let v = unchecked(pool[used]);
+    used++;
+    if (v === null) {
+      v = new Value(start, limit, item);
+      unchecked((pool[used - 1] = v));
+      return v;
+    }
+    v.start = start;
+    v.limit = limit;
+    v.item = item;
+    return v;
+  }
+  return new Value(start, limit, item);
+}
+
+/** broken records that the request's text is not JSON at p (the first such place is
+ * reported) and answers as for a missing value. */
+function broken(p: usize): Value {
+  if (bad == 0) bad = p + 1;
+  return MISSING;
+}
+
+/** begin starts reading a new request: the Values of the last one are reused. */
+export function begin(ptr: usize): void {
+  used = 0;
+  bad = 0;
+  base = ptr;
+}
+
+/** readOK tells whether what was read of the request since begin is JSON. */
+@inline
+export function readOK(): bool {
+  return bad == 0;
+}
+
+/** malformed returns why the request read since begin is not JSON, or "" if what was
+ * read of it is. */
+export function malformed(): string {
+  if (bad == 0) return "";
+  return "request is not valid JSON (at byte " + (bad - 1 - base).toString() + ")";
+}
+
 /** parseUTF8 reads the len bytes of UTF-8 JSON at ptr (a hook's request). Text is
- * checked lazily, as far as it is read: the host only sends JSON it encoded itself. */
+ * checked lazily, as far as it is read, and not walked first: an object or array must
+ * end with its closing bracket, a scalar is checked whole, and each lookup checks what it
+ * passes over. malformed() tells what was found broken. */
 export function parseUTF8(ptr: usize, len: i32): Value {
-  let s = ws(ptr, ptr + <usize>len);
+  const s = ws(ptr, ptr + <usize>len);
   let e = ptr + <usize>len;
   while (e > s && isWS(load<u8>(e - 1))) e--;
-  const end = skip(s, e);
-  return end == e && e > s ? new Value(s, e) : MISSING;
+  if (e <= s) return broken(s);
+  const c = load<u8>(s);
+  const last = load<u8>(e - 1);
+  if (c == 0x7b || c == 0x5b) {
+    if (e - s < 2 || last != c + 2) return broken(e - 1); // '{' + 2 == '}', '[' + 2 == ']'
+  } else if (skip(s, e) != e) return broken(s);
+  return at(s, e, false);
+}
+
+/** find returns where the value of the member key of the object at p starts, or 0 if
+ * p is not an object or it has no such member. It is one loop, the values it passes over
+ * skipped inline: in a guest every call costs its code's cold cache lines. */
+@inline
+function find(p: usize, e: usize, key: string): usize {
+  if (p >= e || load<u8>(p) != 0x7b) return 0;
+  p = ws(p + 1, e);
+  if (p < e && load<u8>(p) == 0x7d) return 0;
+  while (true) {
+    if (p >= e || load<u8>(p) != 0x22) return brokenAt(p);
+    const ke = skipString(p, e);
+    if (ke == 0) return brokenAt(p);
+    const match = spanIs(p, ke, key);
+    p = ws(ke, e);
+    if (p >= e || load<u8>(p) != 0x3a) return brokenAt(p);
+    p = ws(p + 1, e);
+    if (match) return p < e ? p : brokenAt(p);
+    const ve = skipValue(p, e);
+    if (ve == 0) return brokenAt(p);
+    p = ws(ve, e);
+    if (p >= e) return brokenAt(p);
+    const c = load<u8>(p);
+    if (c == 0x7d) return 0;
+    if (c != 0x2c) return brokenAt(p);
+    p = ws(p + 1, e);
+  }
+  return 0;
+}
+
+@inline
+function brokenAt(p: usize): usize {
+  broken(p);
+  return 0;
 }
 
 /** Iter walks the elements of an array or the members of an object: after next, the
- * key's span (quotes included) is ks..ke and the value's vs..ve. */
+ * key's span (quotes included) is ks..ke and the value starts at vs. */
 class Iter {
   p: usize;
   end: usize;
   object: bool;
+  started: bool = false;
   ks: usize = 0;
   ke: usize = 0;
   vs: usize = 0;
-  ve: usize = 0;
 
   constructor(v: Value) {
     this.p = v.start + 1;
-    this.end = v.end - 1;
+    this.end = v.limit;
     this.object = v.kind == Kind.Object;
   }
 
   next(): bool {
-    let p = ws(this.p, this.end);
-    if (p < this.end && load<u8>(p) == 0x2c) p = ws(p + 1, this.end);
-    if (p >= this.end) return false;
+    const e = this.end;
+    let p = ws(this.p, e);
+    if (p >= e) return this.stop(p);
+    let c = load<u8>(p);
+    if (c == 0x7d || c == 0x5d) return this.stop(0);
+    if (this.started) {
+      if (c != 0x2c) return this.stop(p);
+      p = ws(p + 1, e);
+    }
+    this.started = true;
     if (this.object) {
-      if (load<u8>(p) != 0x22) return this.stop();
-      const ke = skip(p, this.end);
-      if (ke == 0) return this.stop();
+      if (p >= e || load<u8>(p) != 0x22) return this.stop(p);
+      const ke = skipString(p, e);
+      if (ke == 0) return this.stop(p);
       this.ks = p;
       this.ke = ke;
-      p = ws(ke, this.end);
-      if (p >= this.end || load<u8>(p) != 0x3a) return this.stop();
-      p = ws(p + 1, this.end);
+      p = ws(ke, e);
+      if (p >= e || load<u8>(p) != 0x3a) return this.stop(p);
+      p = ws(p + 1, e);
     }
-    const ve = skip(p, this.end);
-    if (ve == 0) return this.stop();
+    const ve = skip(p, e);
+    if (ve == 0) return this.stop(p);
     this.vs = p;
-    this.ve = ve;
     this.p = ve;
     return true;
   }
 
-  stop(): bool {
+  /** stop ends the walk, recording that the text is broken at p unless p is 0. */
+  stop(p: usize): bool {
+    if (p != 0) broken(p);
     this.p = this.end;
     return false;
   }
@@ -171,29 +347,47 @@ class Iter {
 /** spanIs tells whether the JSON string at start..end (quotes included) decodes to s. A
  * plain ASCII string (no escapes) is compared in place with s's UTF-16 code units;
  * anything else is decoded first. */
+@inline
 function spanIs(start: usize, end: usize, s: string): bool {
   const raw = start + 1;
-  const n = <i32>(end - start) - 2;
-  for (let i = 0; i < n; i++) {
-    const b = load<u8>(raw + <usize>i);
-    if (b == 0x5c || b >= 0x80) return decodeString(raw, end - 1) == s;
+  const n = end - start - 2;
+  const m = <usize>s.length;
+  // Decoding never lengthens a string (an escape or a multi-byte character becomes at
+  // most as many UTF-16 code units as it has bytes): a shorter text cannot be s.
+  let same = n >= m;
+  if (same) {
+    const sp = changetype<usize>(s);
+    for (let i: usize = 0; i < n; i++) {
+      const b = <u32>load<u8>(raw + i);
+      if (b == 0x5c || b >= 0x80) return decodedIs(raw, end - 1, s);
+      if (i >= m || b != <u32>load<u16>(sp + (i << 1))) {
+        same = false;
+        // Unless an escape or a multi-byte character follows, the text is not s.
+        if (n == m) break;
+      }
+    }
   }
-  if (n != s.length) return false;
-  for (let i = 0; i < n; i++) {
-    if (<i32>load<u8>(raw + <usize>i) != <i32>s.charCodeAt(i)) return false;
-  }
-  return true;
+  return same;
 }
 
+/** decodedIs tells whether the raw text p..e of a JSON string decodes to s. */
+function decodedIs(p: usize, e: usize, s: string): bool {
+  return decodeString(p, e) == s;
+}
+
+@inline
 function isWS(c: u8): bool {
   return c == 0x20 || c == 0x09 || c == 0x0a || c == 0x0d;
 }
 
+@inline
 function ws(p: usize, e: usize): usize {
   while (p < e && isWS(load<u8>(p))) p++;
   return p;
 }
 
+/** skipString returns the byte after the string whose opening quote is at p, or 0. */
+@inline
 function skipString(p: usize, e: usize): usize {
   for (p++; p < e; p++) {
     const c = load<u8>(p);
@@ -205,6 +399,11 @@ function skipString(p: usize, e: usize): usize {
 
 /** skip returns the byte after the value at p, or 0. It checks nesting and strings. */
 function skip(p: usize, e: usize): usize {
+  return skipValue(p, e);
+}
+
+@inline
+function skipValue(p: usize, e: usize): usize {
   if (p >= e) return 0;
   const c = load<u8>(p);
   if (c == 0x22) return skipString(p, e);
@@ -290,8 +489,12 @@ export class Writer {
     this.len = 0;
   }
 
+  @inline
   private grow(more: i32): void {
-    if (this.len + more <= this.buf.byteLength) return;
+    if (this.len + more > this.buf.byteLength) this.enlarge(more);
+  }
+
+  private enlarge(more: i32): void {
     let cap = this.buf.byteLength * 2;
     while (cap < this.len + more) cap *= 2;
     const b = new ArrayBuffer(cap);
@@ -305,16 +508,23 @@ export class Writer {
     this.len++;
   }
 
-  /** raw writes s as is (it must already be JSON text). */
+  /** raw writes s as is (it must already be JSON text). ASCII text is copied in one
+   * loop; from the first other character on, s is encoded as UTF-8. */
   raw(s: string): void {
-    for (let i = 0; i < s.length; i++) {
-      const c = s.charCodeAt(i);
+    const n = s.length;
+    this.grow(n);
+    const src = changetype<usize>(s);
+    const dst = changetype<usize>(this.buf) + <usize>this.len;
+    for (let i = 0; i < n; i++) {
+      const c = load<u16>(src + (<usize>i << 1));
       if (c >= 0x80) {
+        this.len += i;
         this.rawUTF8(s.substr(i));
         return;
       }
-      this.byte(c);
+      store<u8>(dst + <usize>i, <u8>c);
     }
+    this.len += n;
   }
 
   private rawUTF8(s: string): void {

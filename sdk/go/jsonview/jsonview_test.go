@@ -273,3 +273,41 @@ func TestStringLengths(t *testing.T) {
 		}
 	}
 }
+
+// request is a pod create as the host sends it to a validating plugin that asked for
+// compact pods (sdk/ABI.md §7.3, §7.5).
+const request = `{"uid":"0b4c7c33-5d7c-4f45-9a57-2d2c8e5f1c11","kind":{"group":"","version":"v1","kind":"Pod"},` +
+	`"resource":{"group":"","version":"v1","resource":"pods"},"name":"web-7d9f8c6b5-x2x4q","namespace":"default",` +
+	`"operation":"CREATE","userInfo":{"username":"system:serviceaccount:kube-system:replicaset-controller",` +
+	`"uid":"6f1d2c3b-1a2b-4c3d-8e9f-0a1b2c3d4e5f","groups":["system:serviceaccounts","system:serviceaccounts:kube-system","system:authenticated"]},` +
+	`"object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-7d9f8c6b5-x2x4q","namespace":"default",` +
+	`"labels":{"app":"web","pod-template-hash":"7d9f8c6b5","team":"a"}},` +
+	`"spec":{"containers":[{"name":"web","image":"nginx:1.27"},{"name":"sidecar","image":"registry.example.com:5000/tools/proxy:v2.3.1"}]}}}`
+
+// BenchmarkRequireLabelsPath reads what the require-labels example reads of a pod create
+// (the operation, the labels, the kind and each container's image), natively: the
+// profile of a guest call's reading without WebAssembly.
+func BenchmarkRequireLabelsPath(b *testing.B) {
+	req := []byte(request)
+	b.ReportAllocs()
+	for b.Loop() {
+		v := jsonview.Parse(req)
+		if op := v.Get("operation"); !op.Is("CREATE") && !op.Is("UPDATE") {
+			b.Fatal("operation")
+		}
+		obj := v.Get("object")
+		if !obj.At("metadata", "labels").Has("team") || !v.At("kind", "kind").Is("Pod") {
+			b.Fatal("labels or kind")
+		}
+		n := 0
+		spec := obj.Get("spec")
+		for _, list := range [...]string{"initContainers", "containers"} {
+			for c := range spec.Get(list).Items() {
+				n += len(c.Get("image").Bytes())
+			}
+		}
+		if n == 0 {
+			b.Fatal("no images")
+		}
+	}
+}
