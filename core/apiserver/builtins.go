@@ -101,7 +101,7 @@ func (r *initializerRegistry) Pending(ctx context.Context, gvr schema.GroupVersi
 	}
 	// Most clusters have no initializer configuration: the watch cache says so without a
 	// list being built on every create (the list below reads the same cache).
-	if c, ok := store.Storage.(interface{ Stats() (int64, int64, bool) }); ok {
+	if c, ok := store.Storage.(objectStatser); ok {
 		if n, _, ready := c.Stats(); ready && n == 0 {
 			return nil
 		}

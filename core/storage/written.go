@@ -39,5 +39,5 @@ func (w *Written) JSON(obj runtime.Object) ([]byte, bool) {
 	if w == nil || w.obj == nil || w.obj != obj {
 		return nil, false
 	}
-	return unstructuredjson.InsertMember(w.data, "metadata", "resourceVersion", strconv.FormatInt(w.rev, 10))
+	return unstructuredjson.AppendWithMember(nil, w.data, "metadata", "resourceVersion", strconv.FormatInt(w.rev, 10))
 }

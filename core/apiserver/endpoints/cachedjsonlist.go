@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/wasmplane/wasmplane/core/storage"
+	"github.com/wasmplane/wasmplane/core/storage/unstructuredjson"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,8 +24,7 @@ var itemsPlaceholder = []byte(`"items":[]`)
 // encodeCachedJSONList writes what the JSON serializer would write for list with items,
 // custom objects the watch cache keeps as their stored JSON: each item is its stored
 // bytes with the resourceVersion put back into its metadata, so that a list of 100,000
-// custom objects neither decodes nor encodes any of them. Only the key order inside each
-// item's metadata differs (resourceVersion comes last).
+// custom objects neither decodes nor encodes any of them.
 func encodeCachedJSONList(list runtime.Object, items []*storage.CachingObject, info runtime.SerializerInfo) ([]byte, error) {
 	ul, ok := list.(*unstructured.UnstructuredList)
 	if !ok {
@@ -61,104 +61,19 @@ func encodeCachedJSONList(list runtime.Object, items []*storage.CachingObject, i
 	return append(out, head.Bytes()[i+len(itemsPlaceholder)-1:]...), nil
 }
 
-// appendWithResourceVersion appends obj, a compact JSON object, with
-// "resourceVersion":"<rev>" added at the end of its top-level metadata object.
+// appendWithResourceVersion appends obj, a compact JSON object as the storage codec
+// writes it, with "resourceVersion":"<rev>" added to its top-level metadata object where
+// encoding/json puts it (unstructuredjson.AppendWithMember).
 func appendWithResourceVersion(out, obj []byte, rev int64) ([]byte, error) {
 	obj = bytes.TrimRight(obj, " \t\r\n")
-	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
+	if len(obj) < 2 || obj[len(obj)-1] != '}' {
 		return nil, errNotStoredJSON
 	}
-	i := 1
-	for i < len(obj)-1 {
-		keyEnd, err := skipString(obj, i)
-		if err != nil {
-			return nil, err
-		}
-		key := obj[i:keyEnd]
-		if keyEnd >= len(obj) || obj[keyEnd] != ':' {
-			return nil, errNotStoredJSON
-		}
-		valStart := keyEnd + 1
-		valEnd, err := skipValue(obj, valStart)
-		if err != nil {
-			return nil, err
-		}
-		if string(key) == `"metadata"` {
-			meta := obj[valStart:valEnd]
-			if len(meta) < 2 || meta[0] != '{' {
-				return nil, errNotStoredJSON
-			}
-			out = append(out, obj[:valEnd-1]...)
-			if len(meta) > 2 {
-				out = append(out, ',')
-			}
-			out = append(out, `"resourceVersion":"`...)
-			out = strconv.AppendInt(out, rev, 10)
-			out = append(out, '"')
-			return append(out, obj[valEnd-1:]...), nil
-		}
-		if valEnd < len(obj) && obj[valEnd] == ',' {
-			valEnd++
-		}
-		i = valEnd
+	out, ok := unstructuredjson.AppendWithMember(out, obj, "metadata", "resourceVersion", strconv.FormatInt(rev, 10))
+	if !ok {
+		return nil, errNotStoredJSON
 	}
-	return nil, errNotStoredJSON
-}
-
-// skipString returns the index just past the JSON string starting at b[i].
-func skipString(b []byte, i int) (int, error) {
-	if i >= len(b) || b[i] != '"' {
-		return 0, errNotStoredJSON
-	}
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, nil
-		}
-	}
-	return 0, errNotStoredJSON
-}
-
-// skipValue returns the index just past the compact JSON value starting at b[i].
-func skipValue(b []byte, i int) (int, error) {
-	if i >= len(b) {
-		return 0, errNotStoredJSON
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, err := skipString(b, j)
-				if err != nil {
-					return 0, err
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, nil
-				}
-			}
-		}
-		return 0, errNotStoredJSON
-	default: // number, true, false, null
-		j := i
-		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' {
-			j++
-		}
-		if j == i {
-			return 0, errNotStoredJSON
-		}
-		return j, nil
-	}
+	return out, nil
 }
 
 // errNotTypedJSONList means the encoder's list did not end as a typed list's JSON does.

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestInsertMember(t *testing.T) {
+func TestAppendWithMember(t *testing.T) {
 	for _, tc := range []struct {
 		name, doc, want string
 		ok              bool
@@ -22,22 +22,26 @@ func TestInsertMember(t *testing.T) {
 		{"no object", `{"spec":{}}`, "", false},
 		{"not an object", `{"metadata":"x"}`, "", false},
 		{"escaped key", `{"metadata":{"a\u003cb":1}}`, "", false},
+		{"escaped key before the object", `{"a\u003cb":1,"metadata":{"name":"a"}}`, `{"a\u003cb":1,"metadata":{"name":"a","resourceVersion":"7"}}`, true},
 		{"whitespace", `{"metadata": {"name":"a"}}`, "", false},
 		{"truncated", `{"metadata":{"name":"a"`, "", false},
 		{"not a document", `[]`, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := InsertMember([]byte(tc.doc), "metadata", "resourceVersion", "7")
+			got, ok := AppendWithMember(nil, []byte(tc.doc), "metadata", "resourceVersion", "7")
+			if !ok {
+				got = nil
+			}
 			if ok != tc.ok || string(got) != tc.want {
-				t.Fatalf("InsertMember(%s) = %s, %v; want %s, %v", tc.doc, got, ok, tc.want, tc.ok)
+				t.Fatalf("AppendWithMember(%s) = %s, %v; want %s, %v", tc.doc, got, ok, tc.want, tc.ok)
 			}
 		})
 	}
 }
 
-// TestInsertMemberIsAppend: on random content, inserting the member into what Append
-// wrote without it gives what Append writes with it.
-func TestInsertMemberIsAppend(t *testing.T) {
+// TestAppendWithMemberIsAppend: on random content, inserting the member into what Append
+// wrote without it gives what Append writes with it, after what dst held.
+func TestAppendWithMemberIsAppend(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	keys := []string{"annotations", "creationTimestamp", "generation", "labels", "managedFields", "name", "namespace", "uid", "zz", "a", "resourceVersionX", "resourceVersio"}
 	var value func(depth int) any
@@ -84,9 +88,9 @@ func TestInsertMemberIsAppend(t *testing.T) {
 		withObj := maps.Clone(obj)
 		withObj["metadata"] = with
 		want, _ := Append(nil, withObj)
-		got, ok := InsertMember(without, "metadata", "resourceVersion", rv)
-		if !ok || string(got) != string(want) {
-			t.Fatalf("%d: InsertMember(%s) = %s, %v; want %s", i, without, got, ok, want)
+		got, ok := AppendWithMember([]byte("prefix,"), without, "metadata", "resourceVersion", rv)
+		if !ok || string(got) != "prefix,"+string(want) {
+			t.Fatalf("%d: AppendWithMember(%s) = %s, %v; want %s", i, without, got, ok, want)
 		}
 	}
 }
