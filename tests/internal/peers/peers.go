@@ -461,26 +461,3 @@ func CPUProfile(ctx context.Context, cs kubernetes.Interface, d time.Duration, d
 	}
 	return os.WriteFile(filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".pprof"), data, 0o644)
 }
-
-// AllocatedBytes is how many bytes the API server behind cs has allocated on its heap
-// since it started: go_memstats_alloc_bytes_total of its /metrics, which kube-apiserver
-// and wasmplane both export (kube-apiserver's etcd is another process, not counted).
-// Reading it allocates too (kube-apiserver's metrics run to megabytes): divide a
-// difference by enough requests.
-func AllocatedBytes(ctx context.Context, cs kubernetes.Interface) (uint64, error) {
-	data, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("metrics: %w", err)
-	}
-	const name = "go_memstats_alloc_bytes_total "
-	for line := range strings.Lines(string(data)) {
-		if v, ok := strings.CutPrefix(line, name); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				return 0, fmt.Errorf("metrics: %s%s: %w", name, v, err)
-			}
-			return uint64(f), nil
-		}
-	}
-	return 0, fmt.Errorf("metrics: no %s", strings.TrimSpace(name))
-}
