@@ -32,19 +32,195 @@ import (
 // 100 µs per plugin at p50. The same rule as a ValidatingAdmissionPolicy and as a
 // validating webhook take the same turns, and what each adds at p50 is reported beside:
 // the fastest plugin should add no more than the policy, every plugin at most a tenth of
-// the webhook.
+// the webhook. BenchmarkLonePolicyCreate measures each policy alone otherwise: in turns
+// with the no-policy case only.
 func BenchmarkPodCreateWasmValidate(b *testing.B) {
+	w := startPolicyBench(b)
+	modules, setups := w.modules, w.setups
+	// The cases take turns, one create each, rather than running one after another: the
+	// server's state (pods stored, caches, heap) drifts over a run by more than one
+	// plugin costs, and taking turns makes every case see the same drift.
+	b.Run("interleaved", func(b *testing.B) {
+		// Warm the plugins' instance pools and the client's connection.
+		for range 20 {
+			for _, st := range setups {
+				w.create(b, st.ns)
+			}
+		}
+		lat := make([][]time.Duration, len(setups))
+		names := make([][]string, len(setups))
+		b.ResetTimer()
+		for range b.N {
+			for i, st := range setups {
+				name, d := w.create(b, st.ns)
+				lat[i] = append(lat[i], d)
+				names[i] = append(names[i], name)
+			}
+		}
+		b.StopTimer()
+		p50 := make(map[string]float64, len(setups))
+		for i, st := range setups {
+			p50[st.name] = reportLatency(b, st.name, lat[i])
+		}
+		// What a plugin adds at p50: one alone, and each of five (five against none, per
+		// plugin); what the policy and the webhook add.
+		for _, m := range modules {
+			b.ReportMetric(p50[m.lang+"/plugins=1"]-p50["plugins=0"], m.lang+"-one-plugin-µs")
+			b.ReportMetric((p50[m.lang+"/plugins=5"]-p50["plugins=0"])/5, m.lang+"-per-plugin-µs")
+		}
+		for _, c := range []string{"vap", "webhook"} {
+			b.ReportMetric(p50[c]-p50["plugins=0"], c+"-adds-µs")
+		}
+		// The server's own time for each policy, from the pods' traces (the last creates
+		// of each case: the trace ring keeps the last 4,096 objects). Unlike the
+		// differences of p50s above it does not move with the rest of a create, so it
+		// tells one language from another on a loaded machine.
+		sampled := min(b.N, traceRing/len(setups)-1)
+		for i, st := range setups[1:] {
+			w.reportServerTime(b, st, names[i+1][len(names[i+1])-sampled:])
+		}
+	})
+}
+
+// BenchmarkLonePolicyCreate measures what each policy adds to a pod create when it is the
+// only policy the server runs: the no-policy case and one other take turns (none, X, none,
+// X, …) in blocks of lonePairs, every case once per round, so that between two calls of a
+// policy the server runs one create without any, as a server with that policy alone does.
+// In BenchmarkPodCreateWasmValidate's turns a lone plugin runs once in fourteen creates,
+// after every other language's plugins have evicted its code and memory from the CPU's
+// caches. b.N pairs per case; what a case adds is its p50 less the p50 of the no-policy
+// creates of its own blocks, and its own server-side p50 is read from the traces of its
+// last block, as the other benchmark reads it.
+func BenchmarkLonePolicyCreate(b *testing.B) {
+	w := startPolicyBench(b)
+	var lone []policySetup
+	for _, st := range w.setups[1:] {
+		if !strings.HasSuffix(st.name, "/plugins=5") {
+			lone = append(lone, st)
+		}
+	}
+	base := w.setups[0].ns
+	b.Run("pairs", func(b *testing.B) {
+		for _, st := range lone {
+			for range 20 {
+				w.create(b, base)
+				w.create(b, st.ns)
+			}
+		}
+		lat := make([][]time.Duration, len(lone))
+		baseLat := make([][]time.Duration, len(lone))
+		var last [][]string // the names of each case's creates in the last round
+		b.ResetTimer()
+		for round := 0; round*lonePairs < b.N; round++ {
+			n := min(lonePairs, b.N-round*lonePairs)
+			last = make([][]string, len(lone))
+			// Each round starts with another case, so that no case always follows the same.
+			for k := range lone {
+				i := (round + k) % len(lone)
+				for range n {
+					_, d := w.create(b, base)
+					baseLat[i] = append(baseLat[i], d)
+					name, d := w.create(b, lone[i].ns)
+					lat[i] = append(lat[i], d)
+					last[i] = append(last[i], name)
+				}
+			}
+		}
+		b.StopTimer()
+		for i, st := range lone {
+			none := reportLatency(b, st.name+"-none", baseLat[i])
+			b.ReportMetric(reportLatency(b, st.name, lat[i])-none, st.name+"-adds-µs")
+			w.reportServerTime(b, st, last[i])
+		}
+	})
+}
+
+// lonePairs is how many pairs of creates a case of BenchmarkLonePolicyCreate takes in a
+// row: a round of all eight cases (2 × 8 × lonePairs objects) must fit in the trace ring
+// for the server-side times to be read.
+const lonePairs = 200
+
+// create creates a pod carrying the label team in ns and returns its name and how long the
+// create took.
+func (w *policyBench) create(b *testing.B, ns string) (string, time.Duration) {
+	p := simplePod(fmt.Sprintf("p-%d", w.created))
+	p.Labels = map[string]string{"team": "bench"}
+	w.created++
+	start := time.Now()
+	if _, err := w.cs.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	return p.Name, time.Since(start)
+}
+
+// reportLatency reports the p50 and p99 of lat, as name-p50-µs and name-p99-µs, and returns
+// the p50 in microseconds.
+func reportLatency(b *testing.B, name string, lat []time.Duration) float64 {
+	slices.Sort(lat)
+	p50 := float64(lat[len(lat)/2].Microseconds())
+	b.ReportMetric(p50, name+"-p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), name+"-p99-µs")
+	return p50
+}
+
+// reportServerTime reports the p50 of a case's own admission step over the pods named, from
+// their traces: a plugin's call as the admission chain times it, the policy's or the
+// webhook's admission step.
+func (w *policyBench) reportServerTime(b *testing.B, st policySetup, names []string) {
+	step := func(name string) bool { return strings.HasPrefix(name, st.ns+"/") }
+	switch st.name {
+	case "vap":
+		step = func(name string) bool { return name == "ValidatingAdmissionPolicy" }
+	case "webhook":
+		step = func(name string) bool { return name == "ValidatingAdmissionWebhook" }
+	}
+	var ds []time.Duration
+	for _, name := range names {
+		ds = append(ds, admissionSteps(b, w.cs, st.ns, name, step)...)
+	}
+	if len(ds) == 0 {
+		raw, _ := w.cs.CoreV1().RESTClient().Get().Namespace(st.ns).Resource("pods").Name(names[0]).SubResource("trace").DoRaw(context.Background())
+		b.Fatalf("%s: no admission step of it in the pods' traces: %s", st.name, raw)
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)/2].Nanoseconds())/1e3, st.name+"-server-p50-µs")
+}
+
+// policyBench is the server of the pod-create policy benchmarks with the rule "pods must
+// carry the label team" in force in one namespace per case.
+type policyBench struct {
+	cs      kubernetes.Interface
+	modules []policyModule
+	// setups are the cases: no policy first, then each language with one and with five
+	// plugins, then the ValidatingAdmissionPolicy and the webhook.
+	setups []policySetup
+	// created counts the pods created, which names them: b.Run calls its function more
+	// than once, and names must not repeat.
+	created int
+}
+
+// policyModule is one language's build of the require-labels plugin.
+type policyModule struct {
+	lang   string
+	wasm   []byte
+	config string
+}
+
+// policySetup is one case: its name and the namespace its pods are created in.
+type policySetup struct {
+	name string
+	ns   string
+}
+
+// startPolicyBench starts an API-only server and sets every case up.
+func startPolicyBench(b *testing.B) *policyBench {
 	// Five plugins share a namespace: more than the default ceiling for namespaced plugins.
 	s := testserver.StartAPI(b, func(c *server.Config) { c.PluginCeilings.PluginsPerNamespace = -1 })
 	e := envFor(b, s.Instance)
 	cs := s.Clientset(b, false)
 	ctx := context.Background()
 	rego := wasmtest.Rego(b, "require-labels")
-	modules := []struct {
-		lang   string
-		wasm   []byte
-		config string
-	}{
+	modules := []policyModule{
 		{"rust", wasmtest.Rust(b, "require-labels"), `{"labels":["team"]}`},
 		{"c", wasmtest.C(b, "require-labels"), `{"labels":["team"]}`},
 		{"assemblyscript", wasmtest.AssemblyScript(b, "require-labels"), `{"labels":["team"]}`},
@@ -55,12 +231,8 @@ func BenchmarkPodCreateWasmValidate(b *testing.B) {
 		{"rego", rego, `{"labels":["team"]}`},
 		{"rego-compact", rego, `{"compactPods":true,"labels":["team"]}`},
 	}
-	type setup struct {
-		name string
-		ns   string
-	}
 	// Plugins are set up once, outside b.Run, which calls its function several times.
-	setups := []setup{{name: "plugins=0", ns: benchNamespace(b, cs, "bench-none")}}
+	setups := []policySetup{{name: "plugins=0", ns: benchNamespace(b, cs, "bench-none")}}
 	for _, m := range modules {
 		digest := e.push(b, m.wasm)
 		for _, n := range []int{1, 5} {
@@ -68,7 +240,7 @@ func BenchmarkPodCreateWasmValidate(b *testing.B) {
 			for i := range n {
 				e.apply(b, ns, fmt.Sprintf("require-team-%d", i), digest, []wasmv1.Hook{wasmv1.HookValidate}, m.config, wasmv1.Fail)
 			}
-			setups = append(setups, setup{name: fmt.Sprintf("%s/plugins=%d", m.lang, n), ns: ns})
+			setups = append(setups, policySetup{name: fmt.Sprintf("%s/plugins=%d", m.lang, n), ns: ns})
 		}
 	}
 	// The same rule as a ValidatingAdmissionPolicy and as a validating webhook (HTTPS on
@@ -102,85 +274,8 @@ func BenchmarkPodCreateWasmValidate(b *testing.B) {
 			b.Fatalf("the policy of %s never refused a pod: %v", ns, err)
 		}
 	}
-	setups = append(setups, setup{name: "vap", ns: vapNS}, setup{name: "webhook", ns: hookNS})
-	// The cases take turns, one create each, rather than running one after another: the
-	// server's state (pods stored, caches, heap) drifts over a run by more than one
-	// plugin costs, and taking turns makes every case see the same drift.
-	created := 0 // b.Run calls its function more than once; names must not repeat
-	b.Run("interleaved", func(b *testing.B) {
-		create := func(ns string) (string, time.Duration) {
-			p := simplePod(fmt.Sprintf("p-%d", created))
-			p.Labels = map[string]string{"team": "bench"}
-			created++
-			start := time.Now()
-			if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-				b.Fatal(err)
-			}
-			return p.Name, time.Since(start)
-		}
-		// Warm the plugins' instance pools and the client's connection.
-		for range 20 {
-			for _, st := range setups {
-				create(st.ns)
-			}
-		}
-		lat := make([][]time.Duration, len(setups))
-		names := make([][]string, len(setups))
-		b.ResetTimer()
-		for range b.N {
-			for i, st := range setups {
-				name, d := create(st.ns)
-				lat[i] = append(lat[i], d)
-				names[i] = append(names[i], name)
-			}
-		}
-		b.StopTimer()
-		p50 := make(map[string]float64, len(setups))
-		for i, st := range setups {
-			slices.Sort(lat[i])
-			p50[st.name] = float64(lat[i][len(lat[i])/2].Microseconds())
-			b.ReportMetric(p50[st.name], st.name+"-p50-µs")
-			b.ReportMetric(float64(lat[i][len(lat[i])*99/100].Microseconds()), st.name+"-p99-µs")
-		}
-		// What a plugin adds at p50: one alone, and each of five (five against none, per
-		// plugin); what the policy and the webhook add.
-		for _, m := range modules {
-			b.ReportMetric(p50[m.lang+"/plugins=1"]-p50["plugins=0"], m.lang+"-one-plugin-µs")
-			b.ReportMetric((p50[m.lang+"/plugins=5"]-p50["plugins=0"])/5, m.lang+"-per-plugin-µs")
-		}
-		for _, c := range []string{"vap", "webhook"} {
-			b.ReportMetric(p50[c]-p50["plugins=0"], c+"-adds-µs")
-		}
-		// The server's own time for each policy, from the pods' traces (the last creates
-		// of each case: the trace ring keeps the last 4,096 objects): a plugin's call as
-		// the admission chain times it, the policy's and the webhook's admission step.
-		// Unlike the differences of p50s above it does not move with the rest of a
-		// create, so it tells one language from another on a loaded machine.
-		sampled := min(b.N, traceRing/len(setups)-1)
-		for i, st := range setups {
-			var step func(name string) bool
-			switch st.name {
-			case "plugins=0":
-				continue
-			case "vap":
-				step = func(name string) bool { return name == "ValidatingAdmissionPolicy" }
-			case "webhook":
-				step = func(name string) bool { return name == "ValidatingAdmissionWebhook" }
-			default:
-				step = func(name string) bool { return strings.HasPrefix(name, st.ns+"/") }
-			}
-			var ds []time.Duration
-			for _, name := range names[i][len(names[i])-sampled:] {
-				ds = append(ds, admissionSteps(b, cs, st.ns, name, step)...)
-			}
-			if len(ds) == 0 {
-				raw, _ := cs.CoreV1().RESTClient().Get().Namespace(st.ns).Resource("pods").Name(names[i][0]).SubResource("trace").DoRaw(ctx)
-				b.Fatalf("%s: no admission step of it in the pods' traces: %s", st.name, raw)
-			}
-			slices.Sort(ds)
-			b.ReportMetric(float64(ds[len(ds)/2].Nanoseconds())/1e3, st.name+"-server-p50-µs")
-		}
-	})
+	setups = append(setups, policySetup{name: "vap", ns: vapNS}, policySetup{name: "webhook", ns: hookNS})
+	return &policyBench{cs: cs, modules: modules, setups: setups}
 }
 
 // traceRing is how many objects' traces the API server keeps (trace.DefaultSize).
