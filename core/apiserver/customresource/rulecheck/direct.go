@@ -121,7 +121,7 @@ func directExpr(e celast.Expr, s *structuralschema.Structural, root bool) *direc
 			return nil
 		}
 		k := scalarKind(s)
-		if k == 0 || (root && k == dObject && s.XEmbeddedResource) {
+		if k == 0 {
 			return nil
 		}
 		return &direct{kind: k, cost: 1, props: s, eval: func(self any) (dval, bool) { return read(self, k) }}

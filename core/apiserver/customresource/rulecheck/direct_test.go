@@ -212,3 +212,31 @@ func TestDirectDeclines(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectBudget compares the checker with the library's validator on the bench's
+// object under every budget from nothing to more than its rules cost: where the direct
+// rules' bound does not fit, the programs answer, so the verdicts agree throughout.
+func TestDirectBudget(t *testing.T) {
+	s := structural(t, benchSchema)
+	obj := object(t, benchObject)
+	checker := New(s, celconfig.PerCallLimit)
+	if checker == nil || checker.root.properties["spec"].direct == nil {
+		t.Fatal("the bench's rules have no direct form")
+	}
+	lib := apiextensionscel.NewValidator(s, true, celconfig.PerCallLimit)
+	bound := int64(checker.root.properties["spec"].directCost)
+	passed := 0
+	for budget := range bound + 10 {
+		errs, _ := lib.Validate(context.Background(), nil, s, obj, nil, budget)
+		got := checker.Passes(context.Background(), obj, budget)
+		if got != (len(errs) == 0) {
+			t.Fatalf("budget %d: checker passes %v, the library's errors %v", budget, got, errs)
+		}
+		if got {
+			passed++
+		}
+	}
+	if passed == 0 || passed == int(bound+10) {
+		t.Fatalf("%d of %d budgets passed: the sample tells too little", passed, bound+10)
+	}
+}
