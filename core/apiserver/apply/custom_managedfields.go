@@ -108,15 +108,22 @@ func onlyObjects(m map[string]any) bool {
 // fieldsCache keeps the last few fieldsV1 trees a field manager decoded, by their bytes:
 // the writes of one manager to objects of one kind mostly record the same fields, and a
 // copy of a decoded tree (maps of the right size, the keys shared) is about half the
-// work and the garbage of decoding it again. The trees it holds are never handed out;
-// the zero value and nil keep nothing.
+// work and the garbage of decoding it again. A tree is kept once its bytes come a second
+// time (the first time only the bytes are), so that writes that each record other
+// fields pay no copy for a tree never asked for again. The trees it holds are never
+// handed out. The zero value is ready; a nil one keeps nothing.
 type fieldsCache struct {
 	last atomic.Pointer[[]fieldsTree]
 }
 
-// fieldsCacheSize is how many trees a fieldsCache keeps.
-const fieldsCacheSize = 8
+// fieldsCacheSize is how many fieldsV1 a fieldsCache knows, and maxCachedFields the
+// longest it keeps: what every field manager of every CRD may hold stays small.
+const (
+	fieldsCacheSize = 8
+	maxCachedFields = 8 << 10
+)
 
+// fieldsTree is a fieldsV1 and its tree; tree is nil when raw has come only once.
 type fieldsTree struct {
 	raw  string
 	tree map[string]any
@@ -131,19 +138,32 @@ func (c *fieldsCache) tree(raw []byte) (map[string]any, bool) {
 			known = *p
 		}
 	}
+	seen := false
 	for _, t := range known {
 		if t.raw == string(raw) {
-			return copyTree(t.tree), true
+			if t.tree != nil {
+				return copyTree(t.tree), true
+			}
+			seen = true
+			break
 		}
 	}
 	fields, ok := unstructuredjson.Decode(raw)
 	if !ok || !onlyObjects(fields) {
 		return nil, false
 	}
-	if c != nil {
+	if c != nil && len(raw) <= maxCachedFields {
+		entry := fieldsTree{raw: string(raw)}
+		if seen {
+			entry.tree = copyTree(fields)
+		}
 		next := make([]fieldsTree, 0, fieldsCacheSize)
-		next = append(next, fieldsTree{raw: string(raw), tree: copyTree(fields)})
-		next = append(next, known[:min(len(known), fieldsCacheSize-1)]...)
+		next = append(next, entry)
+		for _, t := range known {
+			if len(next) < fieldsCacheSize && t.raw != entry.raw {
+				next = append(next, t)
+			}
+		}
 		c.last.Store(&next)
 	}
 	return fields, true

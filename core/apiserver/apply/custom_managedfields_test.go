@@ -143,7 +143,17 @@ func TestFieldsCache(t *testing.T) {
 		scribble(fields)
 	}
 	if kept := cache.last.Load(); kept == nil || len(*kept) != fieldsCacheSize {
-		t.Fatalf("the cache keeps %v trees, want %d", kept, fieldsCacheSize)
+		t.Fatalf("the cache knows %v fieldsV1, want %d", kept, fieldsCacheSize)
+	}
+	// A tree is kept only once its bytes come again.
+	var fresh fieldsCache
+	for i, wantTree := range []bool{false, true, true} {
+		if _, ok := fresh.tree(sets[0]); !ok {
+			t.Fatalf("fieldsV1 %s declined", sets[0])
+		}
+		if kept := *fresh.last.Load(); len(kept) != 1 || (kept[0].tree != nil) != wantTree {
+			t.Fatalf("after %d writes the cache holds %+v; a tree kept: want %v", i+1, kept, wantTree)
+		}
 	}
 }
 
