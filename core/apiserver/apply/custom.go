@@ -43,7 +43,12 @@ func (c customConvertor) ConvertToVersion(in runtime.Object, target runtime.Grou
 	if !ok {
 		return nil, fmt.Errorf("a custom object must be Unstructured, not %T", in)
 	}
-	out := u.NewEmptyInstance()
+	// Every branch below replaces the content NewEmptyInstance gives (a map holding
+	// apiVersion and kind): of an Unstructured's, only the type is needed.
+	var out runtime.Unstructured = &unstructured.Unstructured{}
+	if _, plain := in.(*unstructured.Unstructured); !plain {
+		out = u.NewEmptyInstance()
+	}
 	gvk := in.GetObjectKind().GroupVersionKind()
 	if gvk.Empty() {
 		// The live object of a create: nothing yet, in no version.

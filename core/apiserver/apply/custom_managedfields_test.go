@@ -25,7 +25,7 @@ func sameAsLibrary(t *testing.T, obj map[string]any, entries []metav1.ManagedFie
 	t.Helper()
 	ours := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(obj)}
 	lib := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(obj)}
-	customObject{ours}.SetManagedFields(entries)
+	customObject{Unstructured: ours}.SetManagedFields(entries)
 	lib.SetManagedFields(entries)
 	if !reflect.DeepEqual(ours.Object, lib.Object) {
 		t.Fatalf("entries %+v:\ngot  %#v\nwant %#v", entries, ours.Object, lib.Object)
@@ -103,6 +103,72 @@ func TestCustomObjectSetManagedFields(t *testing.T) {
 // converts them, every one of them quickly.
 func TestCustomObjectSetManagedFieldsRandomSets(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 300 {
+		raw := randomFieldSet(t, rng)
+		now := metav1.NewTime(time.Unix(int64(rng.IntN(1<<31)), 0))
+		entries := []metav1.ManagedFieldsEntry{{Manager: fmt.Sprintf("m%d", i), Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "example.com/v1",
+			Time: &now, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}}}
+		if !sameAsLibrary(t, map[string]any{"metadata": map[string]any{"name": "w"}}, entries) {
+			t.Fatalf("the entry of %s went to the library", raw)
+		}
+	}
+}
+
+// TestFieldsCache: with the trees of earlier entries kept, customObject still writes
+// what the library writes, in trees of its own: changing the trees of one object changes
+// neither the trees kept nor the next object's. Some of the sets repeat, more of them
+// than the cache keeps.
+func TestFieldsCache(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	sets := make([][]byte, 3*fieldsCacheSize)
+	for i := range sets {
+		sets[i] = randomFieldSet(t, rng)
+	}
+	var cache fieldsCache
+	for i := range 1000 {
+		// Mostly the first few sets, now and then any of them.
+		raw := sets[rng.IntN(fieldsCacheSize/2)]
+		if rng.IntN(4) == 0 {
+			raw = sets[rng.IntN(len(sets))]
+		}
+		entries := []metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}}}
+		ours := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": fmt.Sprint(i)}}}
+		lib := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": fmt.Sprint(i)}}}
+		customObject{Unstructured: ours, fields: &cache}.SetManagedFields(entries)
+		lib.SetManagedFields(entries)
+		if !reflect.DeepEqual(ours.Object, lib.Object) {
+			t.Fatalf("write %d, fieldsV1 %s:\ngot  %#v\nwant %#v", i, raw, ours.Object, lib.Object)
+		}
+		fields := ours.Object["metadata"].(map[string]any)["managedFields"].([]any)[0].(map[string]any)["fieldsV1"].(map[string]any)
+		scribble(fields)
+	}
+	if kept := cache.last.Load(); kept == nil || len(*kept) != fieldsCacheSize {
+		t.Fatalf("the cache knows %v fieldsV1, want %d", kept, fieldsCacheSize)
+	}
+	// A tree is kept only once its bytes come again.
+	var fresh fieldsCache
+	for i, wantTree := range []bool{false, true, true} {
+		if _, ok := fresh.tree(sets[0]); !ok {
+			t.Fatalf("fieldsV1 %s declined", sets[0])
+		}
+		if kept := *fresh.last.Load(); len(kept) != 1 || (kept[0].tree != nil) != wantTree {
+			t.Fatalf("after %d writes the cache holds %+v; a tree kept: want %v", i+1, kept, wantTree)
+		}
+	}
+}
+
+// scribble adds a field to every map of a tree.
+func scribble(m map[string]any) {
+	for _, v := range m {
+		scribble(v.(map[string]any))
+	}
+	m["f:scribbled"] = map[string]any{}
+}
+
+// randomFieldSet is a random field set as the field manager writes it
+// (fieldpath.Set.ToJSON).
+func randomFieldSet(t *testing.T, rng *rand.Rand) []byte {
+	t.Helper()
 	names := []string{"spec", "status", "metadata", "labels", "a", "b.c", `q"uote`, "<html>", "é", "x y"}
 	element := func() fieldpath.PathElement {
 		switch rng.IntN(4) {
@@ -117,26 +183,19 @@ func TestCustomObjectSetManagedFieldsRandomSets(t *testing.T) {
 			return fieldpath.PathElement{FieldName: ptrTo(names[rng.IntN(len(names))])}
 		}
 	}
-	for i := range 300 {
-		set := fieldpath.NewSet()
-		for range 1 + rng.IntN(20) {
-			path := fieldpath.Path{}
-			for range 1 + rng.IntN(5) {
-				path = append(path, element())
-			}
-			set.Insert(path)
+	set := fieldpath.NewSet()
+	for range 1 + rng.IntN(20) {
+		path := fieldpath.Path{}
+		for range 1 + rng.IntN(5) {
+			path = append(path, element())
 		}
-		raw, err := set.ToJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		now := metav1.NewTime(time.Unix(int64(rng.IntN(1<<31)), 0))
-		entries := []metav1.ManagedFieldsEntry{{Manager: fmt.Sprintf("m%d", i), Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "example.com/v1",
-			Time: &now, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}}}
-		if !sameAsLibrary(t, map[string]any{"metadata": map[string]any{"name": "w"}}, entries) {
-			t.Fatalf("the entry of %s went to the library", raw)
-		}
+		set.Insert(path)
 	}
+	raw, err := set.ToJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }
 
 // FuzzCustomObjectSetManagedFields: for any fieldsV1 bytes, customObject writes what the
@@ -150,7 +209,7 @@ func FuzzCustomObjectSetManagedFields(f *testing.F) {
 		lib := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{}}}
 		ours := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{}}}
 		lib.SetManagedFields(entries)
-		customObject{ours}.SetManagedFields(entries)
+		customObject{Unstructured: ours}.SetManagedFields(entries)
 		if !reflect.DeepEqual(ours.Object, lib.Object) {
 			t.Fatalf("fieldsV1 %q:\ngot  %#v\nwant %#v", raw, ours.Object, lib.Object)
 		}

@@ -101,6 +101,8 @@ type FieldManager struct {
 	// custom: the objects are custom ones, whose managedFields an update writes back
 	// through customObject.
 	custom bool
+	// fields keeps the fieldsV1 trees customObject decoded.
+	fields fieldsCache
 }
 
 // UpdateNoErrors records that manager set what differs between liveObj and newObj
@@ -113,7 +115,7 @@ func (f *FieldManager) UpdateNoErrors(liveObj, newObj runtime.Object, manager st
 	if !f.custom || !ok {
 		return f.update.UpdateNoErrors(liveObj, newObj, manager)
 	}
-	out := f.update.UpdateNoErrors(liveObj, customObject{u}, manager)
+	out := f.update.UpdateNoErrors(liveObj, customObject{Unstructured: u, fields: &f.fields}, manager)
 	if c, ok := out.(customObject); ok {
 		return c.Unstructured
 	}

@@ -89,12 +89,31 @@ func (d *decoder) object(depth int) (map[string]any, bool) {
 		return nil, false
 	}
 	d.i++
-	m := map[string]any{}
 	d.space()
 	if d.i < len(d.data) && d.data[d.i] == '}' {
 		d.i++
-		return m, true
+		return map[string]any{}, true
 	}
+	// The members are read first and the map made of their number: a map grown member
+	// by member is rehashed (and its smaller tables left as garbage) on its way past
+	// eight members. The first members of an object near the top are read into an array
+	// on the stack (see onStack).
+	if depth <= stackDepth {
+		return d.onStack(depth)
+	}
+	return d.members(depth, nil)
+}
+
+// onStack reads an object's members as members does, the first objectMembers of them
+// into an array on the stack: a frame each level of nesting down to stackDepth adds.
+func (d *decoder) onStack(depth int) (map[string]any, bool) {
+	var first [objectMembers]member
+	return d.members(depth, first[:0])
+}
+
+// members reads the members of a non-empty object whose '{' has been read, appending
+// them to read, and makes their map.
+func (d *decoder) members(depth int, read []member) (map[string]any, bool) {
 	for {
 		d.space()
 		if d.i >= len(d.data) || d.data[d.i] != '"' {
@@ -102,9 +121,6 @@ func (d *decoder) object(depth int) (map[string]any, bool) {
 		}
 		k, ok := d.string()
 		if !ok {
-			return nil, false
-		}
-		if _, dup := m[k]; dup {
 			return nil, false
 		}
 		d.space()
@@ -116,15 +132,33 @@ func (d *decoder) object(depth int) (map[string]any, bool) {
 		if !ok {
 			return nil, false
 		}
-		m[k] = v
+		read = append(read, member{key: k, value: v})
 		more, ok := d.after('}')
 		if !ok {
 			return nil, false
 		}
 		if !more {
-			return m, true
+			break
 		}
 	}
+	m := make(map[string]any, len(read))
+	for _, e := range read {
+		m[e.key] = e.value
+	}
+	// A key read twice is a strict decoding error.
+	return m, len(m) == len(read)
+}
+
+// objectMembers is how many members of an object at most stackDepth deep are read
+// without allocating for them.
+const (
+	objectMembers = 24
+	stackDepth    = 16
+)
+
+type member struct {
+	key   string
+	value any
 }
 
 // array reads an array starting at its '['.

@@ -2,8 +2,10 @@ package unstructuredjson
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	kjson "sigs.k8s.io/json"
@@ -46,24 +48,81 @@ func TestDecodeRandomContent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]any{}
-		strict, err := kjson.UnmarshalStrict(b, &want)
-		if err != nil {
-			t.Fatalf("document %d: UnmarshalStrict: %v", i, err)
+		// Invalid UTF-8 in two keys of one object becomes the same key: declined.
+		decodesAsStrict(t, i, b)
+	}
+}
+
+// decodesAsStrict checks that Decode reads doc (document i) as UnmarshalStrict does, or,
+// for a document with a strict-decoding error, declines it; it reports which.
+func decodesAsStrict(t *testing.T, i int, doc []byte) (declined bool) {
+	t.Helper()
+	want := map[string]any{}
+	strict, err := kjson.UnmarshalStrict(doc, &want)
+	if err != nil {
+		t.Fatalf("document %d: UnmarshalStrict: %v", i, err)
+	}
+	got, ok := Decode(doc)
+	if len(strict) > 0 {
+		if ok {
+			t.Fatalf("document %d decoded despite %v", i, strict)
 		}
-		got, ok := Decode(b)
-		if len(strict) > 0 {
-			// Invalid UTF-8 in two keys of one object became the same key.
-			if ok {
-				t.Fatalf("document %d decoded despite %v", i, strict)
+		return true
+	}
+	if !ok || !reflect.DeepEqual(got, want) {
+		t.Fatalf("document %d (%v): decoded %#v; UnmarshalStrict %#v", i, ok, got, want)
+	}
+	return false
+}
+
+// TestDecodeWideAndDeep decodes objects of up to sixty members, some repeating a key,
+// nested up to forty deep: more members than are read on the stack, and objects deeper
+// than stackDepth, read as UnmarshalStrict reads them, and every repeated key declined.
+func TestDecodeWideAndDeep(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	deepest := 0
+	var object func(b *strings.Builder, depth int)
+	object = func(b *strings.Builder, depth int) {
+		deepest = max(deepest, depth)
+		b.WriteByte('{')
+		n := r.IntN(61)
+		if depth > 2 {
+			n = 1 + r.IntN(3)
+		}
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
 			}
-			continue
+			key := i
+			if r.IntN(200) == 0 {
+				key = r.IntN(i + 1) // now and then a key again
+			}
+			fmt.Fprintf(b, `"k%d":`, key)
+			switch {
+			case i == 0 && depth < 40 && r.IntN(10) > 0:
+				object(b, depth+1)
+			case r.IntN(3) == 0:
+				fmt.Fprintf(b, "%d", r.IntN(1000))
+			default:
+				fmt.Fprintf(b, `"v%d"`, i)
+			}
 		}
-		if !ok {
-			t.Fatalf("document %d declined: %s", i, b)
+		b.WriteByte('}')
+	}
+	declined, deep := 0, 0
+	for i := range 500 {
+		deepest = 0
+		var b strings.Builder
+		object(&b, 0)
+		doc := []byte(b.String())
+		if deepest > stackDepth {
+			deep++
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("document %d: decoded %#v; UnmarshalStrict %#v", i, got, want)
+		if decodesAsStrict(t, i, doc) {
+			declined++
 		}
+	}
+	if declined == 0 || declined > 250 || deep < 50 {
+		t.Fatalf("of 500 documents %d repeated a key, %d nested deeper than %d: the sample tells too little", declined, deep, stackDepth)
 	}
 }

@@ -10,7 +10,8 @@
 // the rules of a node are evaluated as one program (the rules joined with &&): cel-go
 // tracks cost in every program of Kubernetes' environment, and each evaluation carries
 // a fixed cost (a cost tracker, the details, the observers) that five rules paid five
-// times.
+// times. Rules of a few simple shapes are answered without CEL where their answer is
+// certain (direct.go).
 package rulecheck
 
 import (
@@ -57,7 +58,11 @@ type node struct {
 	// closed is set when the node's schema and everything below it name every field
 	// they keep and embed no resource, and the node is not a resource root: CEL then
 	// reads the node's value as a closedObject.
-	closed     bool
+	closed bool
+	// direct holds the direct form of each of the node's rules (direct.go) when every
+	// rule has one, and directCost the sum of their cost bounds.
+	direct     []*direct
+	directCost uint64
 	items      *node
 	additional *node
 	properties map[string]*node
@@ -173,7 +178,8 @@ func build(s *structuralschema.Structural, ix *indexed, resourceRoot bool, declT
 			}
 		}
 	}
-	compiled, err := apiextensionscel.Compile(s, declType, perCallLimit, envSet, apiextensionscel.StoredExpressionsEnvLoader())
+	loader := &recordingLoader{EnvLoader: apiextensionscel.StoredExpressionsEnvLoader(), envs: map[string]*cel.Env{}}
+	compiled, err := apiextensionscel.Compile(s, declType, perCallLimit, envSet, loader)
 	if err != nil {
 		return nil, false
 	}
@@ -183,6 +189,7 @@ func build(s *structuralschema.Structural, ix *indexed, resourceRoot bool, declT
 		}
 	}
 	n = &node{programs: compiled, all: compileAll(s, compiled, declType, perCallLimit, envSet)}
+	n.direct, n.directCost = directRules(s, compiled, loader.envs, resourceRoot, perCallLimit)
 	var elemType *apiservercel.DeclType
 	if declType != nil {
 		elemType = declType.ElemType
@@ -263,35 +270,8 @@ func (n *node) passes(ctx context.Context, obj any, budget *int64, joined bool) 
 		if *budget <= 0 {
 			return false
 		}
-		// One execution frame for the node's rules, where ContextEval would set up a frame
-		// and a cancelable context per rule: Eval given a frame evaluates in it as
-		// ContextEval does in its own. The programs have no default variables (the only
-		// thing a frame of ContextEval's would add), each evaluation gets its own cost
-		// tracker from the program, and only comprehensions read the frame's context: they
-		// may see a cancelled request at other iterations than in frames of their own, which
-		// ends in an error here as there, and the library is asked.
-		self := common.UnstructuredToVal
-		if n.closed {
-			self = closedVal
-		}
-		frame, err := interpreter.NewExecutionFrame(&activation{self: self(obj, n.self)})
-		if err != nil {
+		if !n.directPasses(obj, budget) && !n.programsPass(ctx, obj, budget, joined) {
 			return false
-		}
-		defer frame.Close()
-		if err := frame.SetContext(ctx, celconfig.CheckFrequency); err != nil {
-			return false
-		}
-		if joined && n.all != nil {
-			if !eval(n.all, frame, budget) {
-				return false
-			}
-		} else {
-			for _, c := range n.programs {
-				if c.Program != nil && !eval(c.Program, frame, budget) {
-					return false
-				}
-			}
 		}
 	}
 	switch obj := obj.(type) {
@@ -316,6 +296,58 @@ func (n *node) passes(ctx context.Context, obj any, budget *int64, joined bool) 
 				if sub, ok := n.properties[k]; ok && !sub.passes(ctx, v, budget, joined) {
 					return false
 				}
+			}
+		}
+	}
+	return true
+}
+
+// directPasses reports whether the direct forms of the node's rules all answer true for
+// obj within the budget, taking their cost bounds from it; false (the budget untouched)
+// means the programs must tell.
+func (n *node) directPasses(obj any, budget *int64) bool {
+	if n.direct == nil || n.directCost > uint64(*budget) {
+		return false
+	}
+	for _, d := range n.direct {
+		if v, known := d.eval(obj); !known || !v.b {
+			return false
+		}
+	}
+	*budget -= int64(n.directCost)
+	return true
+}
+
+// programsPass evaluates the node's programs on obj: the joined one when joined allows
+// it, each rule's otherwise.
+func (n *node) programsPass(ctx context.Context, obj any, budget *int64, joined bool) bool {
+	// One execution frame for the node's rules, where ContextEval would set up a frame
+	// and a cancelable context per rule: Eval given a frame evaluates in it as
+	// ContextEval does in its own. The programs have no default variables (the only
+	// thing a frame of ContextEval's would add), each evaluation gets its own cost
+	// tracker from the program, and only comprehensions read the frame's context: they
+	// may see a cancelled request at other iterations than in frames of their own, which
+	// ends in an error here as there, and the library is asked.
+	self := common.UnstructuredToVal
+	if n.closed {
+		self = closedVal
+	}
+	frame, err := interpreter.NewExecutionFrame(&activation{self: self(obj, n.self)})
+	if err != nil {
+		return false
+	}
+	defer frame.Close()
+	if err := frame.SetContext(ctx, celconfig.CheckFrequency); err != nil {
+		return false
+	}
+	if joined && n.all != nil {
+		if !eval(n.all, frame, budget) {
+			return false
+		}
+	} else {
+		for _, c := range n.programs {
+			if c.Program != nil && !eval(c.Program, frame, budget) {
+				return false
 			}
 		}
 	}
@@ -352,6 +384,52 @@ func (a *activation) ResolveName(name string) (any, bool) {
 func (a *activation) Parent() interpreter.Activation { return nil }
 
 var _ interpreter.Activation = (*activation)(nil)
+
+// recordingLoader is the environment loader the library compiles with, keeping the
+// environment of each rule so that the rule's checked expression can be read.
+type recordingLoader struct {
+	apiextensionscel.EnvLoader
+	envs map[string]*cel.Env
+}
+
+func (l *recordingLoader) RuleEnv(envSet *environment.EnvSet, expression string) *cel.Env {
+	env := l.EnvLoader.RuleEnv(envSet, expression)
+	l.envs[expression] = env
+	return env
+}
+
+// directRules returns the direct form of every rule of s that compiled (in compiled)
+// and the sum of their cost bounds, or nil when some rule has none or the bounds exceed
+// the per-call limit. envs are the rules' environments by text: a rule compiled again
+// in its own gives the expression the library's program was planned from.
+func directRules(s *structuralschema.Structural, compiled []apiextensionscel.CompilationResult, envs map[string]*cel.Env, root bool, perCallLimit uint64) ([]*direct, uint64) {
+	var out []*direct
+	var total uint64
+	for i, c := range compiled {
+		if c.Program == nil {
+			continue
+		}
+		rule := s.XValidations[i].Rule
+		env := envs[rule]
+		if env == nil {
+			return nil, 0
+		}
+		ast, iss := env.Compile(rule)
+		if iss != nil && iss.Err() != nil {
+			return nil, 0
+		}
+		d := compileDirect(ast, s, root)
+		if d == nil || d.cost > perCallLimit {
+			return nil, 0
+		}
+		out = append(out, d)
+		total = addCost(total, d.cost)
+	}
+	if total > math.MaxInt64 {
+		return nil, 0
+	}
+	return out, total
+}
 
 func hasRules(s *structuralschema.Structural) bool {
 	if s == nil {

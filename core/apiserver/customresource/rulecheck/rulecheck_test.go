@@ -92,6 +92,9 @@ func TestPassesAgreesWithLibrary(t *testing.T) {
 	if checker == nil {
 		t.Fatal("no checker built for a schema whose rules it mirrors")
 	}
+	// The same checker with its programs answering every rule.
+	programsOnly := New(s, celconfig.PerCallLimit)
+	withoutDirect(programsOnly.root)
 	lib := apiextensionscel.NewValidator(s, true, celconfig.PerCallLimit)
 	cases := []struct {
 		name   string
@@ -129,7 +132,23 @@ func TestPassesAgreesWithLibrary(t *testing.T) {
 			if got := checker.Passes(context.Background(), obj, c.budget); got != libPasses {
 				t.Fatalf("checker passes it: %v; the library: %v (errors %v)", got, libPasses, errs)
 			}
+			if got := programsOnly.Passes(context.Background(), obj, c.budget); got != libPasses {
+				t.Fatalf("checker without direct rules passes it: %v; the library: %v (errors %v)", got, libPasses, errs)
+			}
 		})
+	}
+}
+
+// withoutDirect drops the direct rules of n and every node below it.
+func withoutDirect(n *node) {
+	if n == nil {
+		return
+	}
+	n.direct, n.directCost = nil, 0
+	withoutDirect(n.items)
+	withoutDirect(n.additional)
+	for _, p := range n.properties {
+		withoutDirect(p)
 	}
 }
 
@@ -363,11 +382,21 @@ func BenchmarkPasses(b *testing.B) {
 			}
 		}
 	})
+	programsOnly := New(s, celconfig.PerCallLimit)
+	withoutDirect(programsOnly.root)
+	b.Run("checker, programs", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !programsOnly.Passes(ctx, obj, celconfig.RuntimeCELCostBudget) {
+				b.Fatal("the object does not pass")
+			}
+		}
+	})
 	b.Run("checker, rule by rule", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			budget := int64(celconfig.RuntimeCELCostBudget)
-			if !checker.root.passes(ctx, obj, &budget, false) {
+			if !programsOnly.root.passes(ctx, obj, &budget, false) {
 				b.Fatal("the object does not pass")
 			}
 		}
