@@ -16,6 +16,9 @@
 // is found; JSON from the host has no duplicates. The bytes are not validated: the host
 // sends valid JSON; on anything else methods do not panic, and answer as for a missing
 // value where they find the JSON broken.
+//
+// Built for WebAssembly (GOARCH=wasm, as plugins are), member lookups and the skipping of
+// values run in hand-written WebAssembly (scan_wasm.s) that answers as the Go code does.
 package jsonview
 
 import (
@@ -122,42 +125,51 @@ func (v Value) Get(key string) Value {
 }
 
 // find returns the bytes v reads and where the value of its member key starts in them, or
-// -1 if v is not an object or has no such member. The members before it are skipped; the
-// member's own value is not.
+// -1 if v is not an object or has no such member.
 func (v Value) find(key string) ([]byte, int) {
-	if len(v.raw) == 0 || v.raw[0] != '{' {
+	start := findMember(v.raw, key)
+	if start < 0 {
 		return nil, -1
 	}
-	b := v.raw
+	return v.raw, start
+}
+
+// findMemberGo returns where the value of member key starts in the object at the start of
+// b, or -1 if b is not an object or has no such member. The members before it are
+// skipped; the member's own value is not.
+func findMemberGo(b []byte, key string) int {
+	if len(b) == 0 || b[0] != '{' {
+		return -1
+	}
 	i := skipSpace(b, 1)
 	for i < len(b) && b[i] == '"' {
 		end, ascii, ok := scanKey(b, i)
 		if !ok {
-			return nil, -1
+			return -1
 		}
 		rawKey := b[i+1 : end-1]
 		i = skipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
-			return nil, -1
+			return -1
 		}
 		start := skipSpace(b, i+1)
 		if start >= len(b) {
-			return nil, -1
+			return -1
 		}
 		if ascii && sameBytes(rawKey, key) || !ascii && keyIs(rawKey, key) {
-			return b, start
+			return start
 		}
 		vend, ok := skipValue(b, start)
 		if !ok {
-			return nil, -1
+			return -1
 		}
 		i = skipSpace(b, vend)
 		if i >= len(b) || b[i] != ',' {
-			return nil, -1
+			return -1
 		}
 		i = skipSpace(b, i+1)
 	}
-	return nil, -1
+	return -1
 }
 
 // At follows a path of object members: v.At("metadata", "labels") is
@@ -461,8 +473,8 @@ func bytesEqual(w uint64, c byte) uint64 {
 // structural marks the bytes skipValue stops at inside an object or array.
 var structural = [256]bool{'"': true, '{': true, '[': true, '}': true, ']': true}
 
-// skipValue returns the index after the JSON value that starts at b[i].
-func skipValue(b []byte, i int) (int, bool) {
+// skipValueGo returns the index after the JSON value that starts at b[i].
+func skipValueGo(b []byte, i int) (int, bool) {
 	if i >= len(b) {
 		return 0, false
 	}
