@@ -110,28 +110,32 @@ func (v Value) Kind() Kind {
 // Get returns the member key of an object; a missing Value if v is not an object or has
 // no such member.
 func (v Value) Get(key string) Value {
-	b, start := v.find(key)
-	if start < 0 {
+	start, end := getMember(v.raw, key)
+	switch {
+	case start < 0 || end == -2:
 		return Value{}
+	case end < 0:
+		return Value{raw: v.raw[start:], open: true}
+	}
+	return Value{raw: v.raw[start:end]}
+}
+
+// getMemberGo returns where the value of member key starts in the object at the start of
+// b, or -1 if b is not an object or has no such member, and where the value ends: -1 for
+// an object or an array (their ends are not looked for), -2 if the value does not end.
+func getMemberGo(b []byte, key string) (start, end int) {
+	start = findMemberGo(b, key)
+	if start < 0 {
+		return -1, -1
 	}
 	if c := b[start]; c == '{' || c == '[' {
-		return Value{raw: b[start:], open: true}
+		return start, -1
 	}
 	end, ok := skipValue(b, start)
 	if !ok {
-		return Value{}
+		return start, -2
 	}
-	return Value{raw: b[start:end]}
-}
-
-// find returns the bytes v reads and where the value of its member key starts in them, or
-// -1 if v is not an object or has no such member.
-func (v Value) find(key string) ([]byte, int) {
-	start := findMember(v.raw, key)
-	if start < 0 {
-		return nil, -1
-	}
-	return v.raw, start
+	return start, end
 }
 
 // findMemberGo returns where the value of member key starts in the object at the start of
@@ -181,9 +185,9 @@ func (v Value) At(keys ...string) Value {
 	return v
 }
 
-// Has tells whether v is an object with a member key (its value is not read).
+// Has tells whether v is an object with a member key.
 func (v Value) Has(key string) bool {
-	_, start := v.find(key)
+	start, _ := getMember(v.raw, key)
 	return start >= 0
 }
 
@@ -273,7 +277,11 @@ func (v Value) Members() iter.Seq2[Value, Value] {
 }
 
 // Is tells whether v is the string s, without decoding or copying it.
-func (v Value) Is(s string) bool {
+func (v Value) Is(s string) bool { return isString(v.raw, s) }
+
+// isGo tells whether the JSON value q is the string s.
+func isGo(q []byte, s string) bool {
+	v := Value{raw: q}
 	if len(v.raw) < 2 || v.raw[0] != '"' {
 		return false
 	}

@@ -4,4 +4,6 @@ package jsonview
 
 func skipValue(b []byte, i int) (int, bool) { return skipValueGo(b, i) }
 
-func findMember(b []byte, key string) int { return findMemberGo(b, key) }
+func getMember(b []byte, key string) (start, end int) { return getMemberGo(b, key) }
+
+func isString(q []byte, s string) bool { return isGo(q, s) }

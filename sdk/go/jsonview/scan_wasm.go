@@ -8,11 +8,17 @@ package jsonview
 //go:noescape
 func skipAsm(b []byte, i int) int
 
-// findAsm is findMember in WebAssembly (scan_wasm.s), except that it answers -2 where a key
-// has escapes or bytes outside ASCII, for the Go code to decide.
+// getAsm is getMemberGo in WebAssembly (scan_wasm.s), except that its start is -2 where a
+// key has escapes or bytes outside ASCII, for the Go code to decide.
 //
 //go:noescape
-func findAsm(b []byte, key string) int
+func getAsm(b []byte, key string) (start, end int)
+
+// isAsm is isGo in WebAssembly (scan_wasm.s) for strings of ASCII without escapes: 1 or 0
+// for true or false, -2 for the Go code to decide.
+//
+//go:noescape
+func isAsm(b []byte, s string) int
 
 func skipValue(b []byte, i int) (int, bool) {
 	end := skipAsm(b, i)
@@ -22,9 +28,16 @@ func skipValue(b []byte, i int) (int, bool) {
 	return end, true
 }
 
-func findMember(b []byte, key string) int {
-	if start := findAsm(b, key); start != -2 {
-		return start
+func getMember(b []byte, key string) (start, end int) {
+	if start, end = getAsm(b, key); start != -2 {
+		return start, end
 	}
-	return findMemberGo(b, key)
+	return getMemberGo(b, key)
+}
+
+func isString(q []byte, s string) bool {
+	if r := isAsm(q, s); r >= 0 {
+		return r == 1
+	}
+	return isGo(q, s)
 }

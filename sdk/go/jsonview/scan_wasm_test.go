@@ -38,13 +38,25 @@ func TestScannersAgainstGo(t *testing.T) {
 					continue
 				}
 				for _, key := range keys {
-					want := findMemberGo(b[i:], key)
-					got := findAsm(b[i:], key)
-					if got == -2 {
-						got = findMemberGo(b[i:], key)
+					wantStart, wantEnd := getMemberGo(b[i:], key)
+					start, end := getAsm(b[i:], key)
+					if start == -2 {
+						start, end = getMemberGo(b[i:], key)
 					}
-					if got != want {
-						t.Fatalf("doc %d: findAsm(%q, %q) = %d, want %d", n, b[i:], key, got, want)
+					if start != wantStart || start >= 0 && end != wantEnd {
+						t.Fatalf("doc %d: getAsm(%q, %q) = %d, %d, want %d, %d", n, b[i:], key, start, end, wantStart, wantEnd)
+					}
+				}
+			}
+			for i := 0; i < len(b); i++ {
+				end, ok := skipValueGo(b, i)
+				if !ok {
+					continue
+				}
+				for _, s := range keys {
+					want := isGo(b[i:end], s)
+					if got := isAsm(b[i:end], s); got == -2 && isGo(b[i:end], s) != want || got != -2 && (got == 1) != want {
+						t.Fatalf("doc %d: isAsm(%q, %q) = %d, want %v", n, b[i:end], s, got, want)
 					}
 				}
 			}
@@ -52,24 +64,44 @@ func TestScannersAgainstGo(t *testing.T) {
 	}
 }
 
-// TestFindAsmLeavesPlainKeysToItself: findAsm hands a lookup to the Go code only when a
-// key it passes has escapes or bytes outside ASCII.
-func TestFindAsmLeavesPlainKeysToItself(t *testing.T) {
+// TestAsmLeavesOnlyEscapesToGo: getAsm and isAsm hand a question to the Go code only
+// when a key they pass, or the string, has escapes or bytes outside ASCII.
+func TestAsmLeavesOnlyEscapesToGo(t *testing.T) {
 	tests := []struct {
-		doc, key string
-		want     int
+		doc, key   string
+		start, end int
 	}{
-		{`{"a":1,"b":{"c":[1,"]"]},"d":"x"}`, "d", 29},
-		{`{"a":1,"b":{"c":[1,"]"]},"d":"x"}`, "e", -1},
-		{` {"a":1}`, "a", -1},
-		{`{ "a" : 1 }`, "a", 8},
-		{`{"\u0061":1,"a":2}`, "a", -2},
-		{`{"a":1,"é":2}`, "a", 5},
-		{`{"a":1,"é":2}`, "b", -2},
+		{`{"a":1,"b":{"c":[1,"]"]},"d":"x"}`, "d", 29, 32},
+		{`{"a":1,"b":{"c":[1,"]"]},"d":"x"}`, "b", 11, -1},
+		{`{"a":1,"b":{"c":[1,"]"]},"d":"x"}`, "e", -1, -1},
+		{`{"a":"x`, "a", 5, -2},
+		{` {"a":1}`, "a", -1, -1},
+		{`{ "a" : 1 }`, "a", 8, 9},
+		{`{"\u0061":1,"a":2}`, "a", -2, -1},
+		{`{"a":1,"é":2}`, "a", 5, 6},
+		{`{"a":1,"é":2}`, "b", -2, -1},
 	}
 	for _, tt := range tests {
-		if got := findAsm([]byte(tt.doc), tt.key); got != tt.want {
-			t.Errorf("findAsm(%q, %q) = %d, want %d", tt.doc, tt.key, got, tt.want)
+		if start, end := getAsm([]byte(tt.doc), tt.key); start != tt.start || start >= 0 && end != tt.end {
+			t.Errorf("getAsm(%q, %q) = %d, %d, want %d, %d", tt.doc, tt.key, start, end, tt.start, tt.end)
+		}
+	}
+	strs := []struct {
+		q, s string
+		want int
+	}{
+		{`"CREATE"`, "CREATE", 1},
+		{`"CREATE"`, "UPDATE", 0},
+		{`"CREATE"`, "CREAT", 0},
+		{`"C"`, "", 0},
+		{`""`, "", 1},
+		{`7`, "7", 0},
+		{`"caf\u00e9"`, "café", -2},
+		{`"café"`, "café", -2},
+	}
+	for _, tt := range strs {
+		if got := isAsm([]byte(tt.q), tt.s); got != tt.want {
+			t.Errorf("isAsm(%q, %q) = %d, want %d", tt.q, tt.s, got, tt.want)
 		}
 	}
 }
