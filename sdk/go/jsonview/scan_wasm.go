@@ -20,6 +20,7 @@ func getAsm(b []byte, key string) (start, end int)
 //go:noescape
 func isAsm(b []byte, s string) int
 
+// skipValue, getMember and isString answer as skipValueGo, getMemberGo and isGo do.
 func skipValue(b []byte, i int) (int, bool) {
 	end := skipAsm(b, i)
 	if end < 0 {
