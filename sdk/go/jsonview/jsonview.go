@@ -16,6 +16,9 @@
 // is found; JSON from the host has no duplicates. The bytes are not validated: the host
 // sends valid JSON; on anything else methods do not panic, and answer as for a missing
 // value where they find the JSON broken.
+//
+// Built for WebAssembly (GOARCH=wasm, as plugins are), member lookups and the skipping of
+// values run in hand-written WebAssembly (scan_wasm.s) that answers as the Go code does.
 package jsonview
 
 import (
@@ -107,57 +110,70 @@ func (v Value) Kind() Kind {
 // Get returns the member key of an object; a missing Value if v is not an object or has
 // no such member.
 func (v Value) Get(key string) Value {
-	b, start := v.find(key)
-	if start < 0 {
+	start, end := getMember(v.raw, key)
+	switch {
+	case start < 0 || end == -2:
 		return Value{}
+	case end < 0:
+		return Value{raw: v.raw[start:], open: true}
+	}
+	return Value{raw: v.raw[start:end]}
+}
+
+// getMemberGo returns where the value of member key starts in the object at the start of
+// b, or -1 if b is not an object or has no such member, and where the value ends: -1 for
+// an object or an array (their ends are not looked for), -2 if the value does not end.
+func getMemberGo(b []byte, key string) (start, end int) {
+	start = findMemberGo(b, key)
+	if start < 0 {
+		return -1, -1
 	}
 	if c := b[start]; c == '{' || c == '[' {
-		return Value{raw: b[start:], open: true}
+		return start, -1
 	}
 	end, ok := skipValue(b, start)
 	if !ok {
-		return Value{}
+		return start, -2
 	}
-	return Value{raw: b[start:end]}
+	return start, end
 }
 
-// find returns the bytes v reads and where the value of its member key starts in them, or
-// -1 if v is not an object or has no such member. The members before it are skipped; the
-// member's own value is not.
-func (v Value) find(key string) ([]byte, int) {
-	if len(v.raw) == 0 || v.raw[0] != '{' {
-		return nil, -1
+// findMemberGo returns where the value of member key starts in the object at the start of
+// b, or -1 if b is not an object or has no such member. The members before it are
+// skipped; the member's own value is not.
+func findMemberGo(b []byte, key string) int {
+	if len(b) == 0 || b[0] != '{' {
+		return -1
 	}
-	b := v.raw
 	i := skipSpace(b, 1)
 	for i < len(b) && b[i] == '"' {
 		end, ascii, ok := scanKey(b, i)
 		if !ok {
-			return nil, -1
+			return -1
 		}
 		rawKey := b[i+1 : end-1]
 		i = skipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
-			return nil, -1
+			return -1
 		}
 		start := skipSpace(b, i+1)
 		if start >= len(b) {
-			return nil, -1
+			return -1
 		}
 		if ascii && sameBytes(rawKey, key) || !ascii && keyIs(rawKey, key) {
-			return b, start
+			return start
 		}
 		vend, ok := skipValue(b, start)
 		if !ok {
-			return nil, -1
+			return -1
 		}
 		i = skipSpace(b, vend)
 		if i >= len(b) || b[i] != ',' {
-			return nil, -1
+			return -1
 		}
 		i = skipSpace(b, i+1)
 	}
-	return nil, -1
+	return -1
 }
 
 // At follows a path of object members: v.At("metadata", "labels") is
@@ -169,9 +185,9 @@ func (v Value) At(keys ...string) Value {
 	return v
 }
 
-// Has tells whether v is an object with a member key (its value is not read).
+// Has tells whether v is an object with a member key.
 func (v Value) Has(key string) bool {
-	_, start := v.find(key)
+	start, _ := getMember(v.raw, key)
 	return start >= 0
 }
 
@@ -261,7 +277,11 @@ func (v Value) Members() iter.Seq2[Value, Value] {
 }
 
 // Is tells whether v is the string s, without decoding or copying it.
-func (v Value) Is(s string) bool {
+func (v Value) Is(s string) bool { return isString(v.raw, s) }
+
+// isGo tells whether the JSON value q is the string s.
+func isGo(q []byte, s string) bool {
+	v := Value{raw: q}
 	if len(v.raw) < 2 || v.raw[0] != '"' {
 		return false
 	}
@@ -461,8 +481,8 @@ func bytesEqual(w uint64, c byte) uint64 {
 // structural marks the bytes skipValue stops at inside an object or array.
 var structural = [256]bool{'"': true, '{': true, '[': true, '}': true, ']': true}
 
-// skipValue returns the index after the JSON value that starts at b[i].
-func skipValue(b []byte, i int) (int, bool) {
+// skipValueGo returns the index after the JSON value that starts at b[i].
+func skipValueGo(b []byte, i int) (int, bool) {
 	if i >= len(b) {
 		return 0, false
 	}

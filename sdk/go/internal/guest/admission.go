@@ -199,13 +199,18 @@ func (r *reader) userInfo(u *abi.UserInfo) error {
 	})
 }
 
+// onlyAllows tells whether r allows and says nothing more: its JSON is allowed.
+func onlyAllows(r *abi.ValidateResponse) bool {
+	return r.Allowed && r.Error == "" && r.Code == 0 && r.Reason == "" && r.Message == "" && len(r.Warnings) == 0 && len(r.AuditAnnotations) == 0
+}
+
 // EncodeValidate appends r as JSON: the members encoding/json writes, in its order, with
 // map keys sorted as it sorts them. (It escapes <, > and & in strings and this does not;
 // the values are the same.)
 func EncodeValidate(dst []byte, r *abi.ValidateResponse) ([]byte, error) {
-	if r.Allowed && r.Error == "" && r.Code == 0 && r.Reason == "" && r.Message == "" && len(r.Warnings) == 0 && len(r.AuditAnnotations) == 0 {
+	if onlyAllows(r) {
 		// The usual answer, without the encoder's code.
-		return append(dst, `{"allowed":true}`...), nil
+		return append(dst, allowed...), nil
 	}
 	dst = appendAnswerHead(dst, r.Error, r.Allowed)
 	return appendAnswerTail(dst, r.Code, r.Reason, r.Message, r.Warnings, r.AuditAnnotations), nil
@@ -316,18 +321,32 @@ func encodeAnswer[Resp any](dst []byte, resp *Resp, err error, enc func([]byte, 
 	return b, nil
 }
 
-// ValidateView makes the handler of a validate hook that reads the request in place
-// (sdk/go/jsonview) instead of decoding it. The encoder is called directly rather than
-// through a function value, so that the answer stays on the guest's stack: a call that
-// allows a request allocates nothing here.
-func ValidateView(fn func(jsonview.Value) (abi.ValidateResponse, error)) func(in, dst []byte) ([]byte, error) {
-	return func(in, dst []byte) ([]byte, error) {
-		resp, err := fn(jsonview.Parse(in))
-		if err != nil {
-			return nil, err
-		}
-		return EncodeValidate(dst, &resp)
+// allowed is the answer of a validating call that allows and says nothing more: it is
+// handed to the host from the module's data, not written on each call.
+var allowed = []byte(`{"allowed":true}`)
+
+// ServeValidateView runs a validate handler that reads the request in place
+// (sdk/go/jsonview) on in, as Serve runs the other handlers: its answer, error or panic
+// becomes the response. It is one function, rather than Serve calling a handler made by
+// a closure calling fn, and an allowing answer is not written: in a call that comes after
+// the API server's other work, every function and buffer it touches is cold.
+func ServeValidateView(in []byte, fn func(jsonview.Value) (abi.ValidateResponse, error)) (resp []byte) {
+	returned := false
+	defer answerPanic(&resp, &returned)
+	if in == nil {
+		return ErrorResponse(errNotAllocated)
 	}
+	r, err := fn(jsonview.Parse(in))
+	returned = true
+	if err != nil {
+		return ErrorResponse(err)
+	}
+	if onlyAllows(&r) {
+		return allowed
+	}
+	b, _ := EncodeValidate(out[:0], &r) // never fails
+	out = b
+	return b
 }
 
 // MutateView is ValidateView for a mutate hook.

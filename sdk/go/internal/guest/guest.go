@@ -51,18 +51,10 @@ func Input(ptr, n uint32) []byte {
 // Serve runs one hook: it calls h with the request and turns its answer, its error or its
 // panic into the response bytes.
 func Serve(in []byte, h func(in []byte, out []byte) ([]byte, error)) (resp []byte) {
-	// recover is called only when h did not return: a call that returns does not run it.
 	returned := false
-	defer func() {
-		if returned {
-			return
-		}
-		if r := recover(); r != nil {
-			resp = ErrorResponse(fmt.Errorf("panic: %v", r))
-		}
-	}()
+	defer answerPanic(&resp, &returned)
 	if in == nil {
-		return ErrorResponse(fmt.Errorf("request buffer was not allocated by wasmplane_alloc"))
+		return ErrorResponse(errNotAllocated)
 	}
 	b, err := h(in, out[:0])
 	returned = true
@@ -72,6 +64,25 @@ func Serve(in []byte, h func(in []byte, out []byte) ([]byte, error)) (resp []byt
 	out = b
 	return b
 }
+
+// answerPanic, deferred by a hook, turns a panic of its handler into the error response.
+// recover is called only when the handler did not return: a call that returns does not
+// run it.
+func answerPanic(resp *[]byte, returned *bool) {
+	if *returned {
+		return
+	}
+	if r := recover(); r != nil {
+		*resp = ErrorResponse(fmt.Errorf("panic: %v", r))
+	}
+}
+
+// notAllocated is the error of a call whose request is not in a buffer of this SDK.
+type notAllocated struct{}
+
+func (notAllocated) Error() string { return "request buffer was not allocated by wasmplane_alloc" }
+
+var errNotAllocated = notAllocated{}
 
 // ErrorResponse encodes the ABI §4 error envelope.
 func ErrorResponse(err error) []byte {
