@@ -439,6 +439,12 @@ type opaInstance struct {
 	// oneShot is the module's opa_eval, nil when its ABI predates it: the evaluation then
 	// goes through the evaluation context (eval).
 	oneShot api.Function
+	// oneShotPays says evalOnce writes the request once: the build recorded that the
+	// policy reads it under one name only (input.request or input.review). Written
+	// twice, it is parsed twice, which costs more than the crossings opa_eval saves but
+	// for the smallest requests (a 4 KiB pod create: 94 µs against 30 warm), and it
+	// would hold the request twice in the guest's memory.
+	oneShotPays bool
 	// input holds the last input document evalOnce wrote (reused: the guest copies it).
 	input []byte
 	// stack holds the arguments and result of call1 and of opa_eval (no export the host
@@ -660,6 +666,7 @@ func (in *instance) initOPA(ctx context.Context) error {
 		return in.classify(ctx, err)
 	}
 	o.oneShot = opaOneShotOf(in.mod)
+	o.oneShotPays = o.project != nil && !(o.project.request && o.project.review)
 	return nil
 }
 
@@ -708,8 +715,9 @@ func (o *opaInstance) result(ctx context.Context, in *instance, req []byte) ([]b
 	var err error
 	done, size := false, len(req)
 	req = o.request(req)
-	if o.oneShot != nil {
-		addr, done, err = o.evalOnce(ctx, in, req)
+	if o.oneShot != nil && o.oneShotPays {
+		addr, err = o.evalOnce(ctx, in, req)
+		done = true
 	}
 	if !done {
 		// Every evaluation starts from the same heap mark: what the last one allocated
@@ -768,23 +776,14 @@ func (o *opaInstance) initEval(ctx context.Context, in *instance) error {
 	return err
 }
 
-// opaOneShotMaxRequest is the largest (projected) request evalOnce takes: it parses the
-// request twice, once for input.request and once for input.review, which past a few
-// kilobytes costs more than the crossings it saves, and holds the request twice in the
-// guest's memory, which must not bring a large request nearer the memory limit.
-const opaOneShotMaxRequest = 8 << 10
-
 // evalOnce evaluates the policy in one call of opa_eval, as OPA's own SDK does with a
 // module that exports it: each crossing into the guest costs microseconds when the caches
 // are cold, and the evaluation context's path (eval) crosses about ten times. The input
 // document, with the (projected) request at input.request and input.review (only at
 // those of the two the build recorded the policy reads), is written as one JSON text at the heap mark and opa_eval's heap starts past it, so every
 // evaluation starts from the same heap address. It returns the address of the result
-// set's JSON; false (and no call) when the request is over opaOneShotMaxRequest.
-func (o *opaInstance) evalOnce(ctx context.Context, in *instance, req []byte) (uint32, bool, error) {
-	if len(req) > opaOneShotMaxRequest {
-		return 0, false, nil
-	}
+// set's JSON.
+func (o *opaInstance) evalOnce(ctx context.Context, in *instance, req []byte) (uint32, error) {
 	b := append(o.input[:0], `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","parameters":`...)
 	b = append(b, o.parameters...)
 	// With the whole request, a policy may read either name; a projected one names the
@@ -806,25 +805,25 @@ func (o *opaInstance) evalOnce(ctx context.Context, in *instance, req []byte) (u
 		// Only the guest's allocator grows the memory, so that its idea of the memory's
 		// end stays right (and its refusal is the out-of-memory callOPA reports).
 		if _, err := o.call1(ctx, opaHeapPtrSet, uint64(o.evalHeap)); err != nil {
-			return 0, true, err
+			return 0, err
 		}
 		p, err := o.call1(ctx, opaMalloc, uint64(len(b)))
 		if err != nil {
-			return 0, true, err
+			return 0, err
 		}
 		// Exactly the allocation's end: the guest's allocator grew the memory to hold
 		// it, not past it.
 		addr, heap = p, uint64(p)+uint64(len(b))
 	}
 	if !mem.Write(addr, b) {
-		return 0, true, fmt.Errorf("input [%#x, +%d) is outside memory", addr, len(b))
+		return 0, fmt.Errorf("input [%#x, +%d) is outside memory", addr, len(b))
 	}
 	s := o.stack[:7]
 	s[0], s[1], s[2], s[3], s[4], s[5], s[6] = 0, uint64(uint32(o.entrypointID)), uint64(o.dataAddr), uint64(addr), uint64(len(b)), heap, 0
 	if err := o.oneShot.CallWithStack(ctx, s); err != nil {
-		return 0, true, fmt.Errorf("%s: %w", opaOneShot, err)
+		return 0, fmt.Errorf("%s: %w", opaOneShot, err)
 	}
-	return api.DecodeU32(s[0]), true, nil
+	return api.DecodeU32(s[0]), nil
 }
 
 // eval evaluates the policy through the evaluation context, with the request (as
