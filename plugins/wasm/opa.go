@@ -712,14 +712,15 @@ func (o *opaInstance) result(ctx context.Context, in *instance, req []byte) ([]b
 	mem := in.mod.Memory()
 	o.aborted, o.ev = "", opaEval{now: time.Now()}
 	var addr uint32
+	size := len(req)
+	req, projected := o.request(req)
+	// opa_eval reads an input it cannot parse as undefined, where the evaluation
+	// context's opa_json_parse fails: it is given only a request the host wrote itself
+	// (the projection), which is JSON.
 	var err error
-	done, size := false, len(req)
-	req = o.request(req)
-	if o.oneShot != nil && o.oneShotPays {
+	if o.oneShot != nil && o.oneShotPays && projected {
 		addr, err = o.evalOnce(ctx, in, req)
-		done = true
-	}
-	if !done {
+	} else {
 		// Every evaluation starts from the same heap mark: what the last one allocated
 		// is simply overwritten, as OPA's own SDK does.
 		if _, err := o.call1(ctx, opaHeapPtrSet, uint64(o.evalHeap)); err != nil {
@@ -780,9 +781,9 @@ func (o *opaInstance) initEval(ctx context.Context, in *instance) error {
 // module that exports it: each crossing into the guest costs microseconds when the caches
 // are cold, and the evaluation context's path (eval) crosses about ten times. The input
 // document, with the (projected) request at input.request and input.review (only at
-// those of the two the build recorded the policy reads), is written as one JSON text at the heap mark and opa_eval's heap starts past it, so every
-// evaluation starts from the same heap address. It returns the address of the result
-// set's JSON.
+// those of the two the build recorded the policy reads), is written as one JSON text at
+// the heap mark and opa_eval's heap starts past it, so every evaluation starts from the
+// same heap address. It returns the address of the result set's JSON.
 func (o *opaInstance) evalOnce(ctx context.Context, in *instance, req []byte) (uint32, error) {
 	b := append(o.input[:0], `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","parameters":`...)
 	b = append(b, o.parameters...)
@@ -869,15 +870,15 @@ func (o *opaInstance) eval(ctx context.Context, in *instance, req []byte) (uint3
 }
 
 // request returns the request as the policy gets it: projected to what the policy may
-// read (o.project), or whole.
-func (o *opaInstance) request(req []byte) []byte {
+// read (o.project), or whole; true when projected.
+func (o *opaInstance) request(req []byte) ([]byte, bool) {
 	if o.project != nil {
 		if v := jsonview.Parse(req); v.Kind() == jsonview.Object {
 			o.projected = o.project.project(o.projected[:0], v)
-			return o.projected
+			return o.projected, true
 		}
 	}
-	return req
+	return req, false
 }
 
 // opaAllows tells whether an entrypoint's value plainly allows: an empty set or array of
