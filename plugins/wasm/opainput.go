@@ -21,6 +21,11 @@ import (
 type inputTree struct {
 	keys []string
 	kids []*inputTree
+	// request and review, at the root, tell whether the policy reads input.request and
+	// input.review: an input written as one JSON text (evalOnce) holds only those it
+	// reads, so that the request is not parsed twice for a policy that reads it under
+	// one name only.
+	request, review bool
 }
 
 // regoInputRecord is the custom section's JSON (regoinput.Paths).
@@ -52,7 +57,12 @@ func readRegoInput(wasm []byte) (*inputTree, error) {
 		}
 		// The request is the value of input.request and of input.review alike; the
 		// other members of input (apiVersion, kind, parameters) are written whole.
-		if path[0] != "request" && path[0] != "review" {
+		switch path[0] {
+		case "request":
+			t.request = true
+		case "review":
+			t.review = true
+		default:
 			continue
 		}
 		if len(path) == 1 {

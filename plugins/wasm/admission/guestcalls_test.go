@@ -20,8 +20,8 @@ import (
 )
 
 // BenchmarkGuestCalls counts the guest's function calls in one validating call on a pod
-// create (the require-labels example in C, standard Go, Rust and AssemblyScript, as the
-// server calls it): guest-calls/op is every call, guest-funcs the distinct functions run.
+// create (the require-labels example in C, standard Go, Rust, AssemblyScript and Rego, as
+// the server calls it): guest-calls/op is every call, guest-funcs the distinct functions run.
 // With the caches cold, as in the API server, what a call costs follows how much guest
 // code it runs, so this is the guest's side of BenchmarkValidateShares' cold figures,
 // counted instead of timed. The module is compiled with a function listener (no
@@ -35,6 +35,7 @@ func BenchmarkGuestCalls(b *testing.B) {
 		{"go", func(tb testing.TB) []byte { return wasmtest.Go(tb, "examples/plugins/go/require-labels") }},
 		{"rust", func(tb testing.TB) []byte { return wasmtest.Rust(tb, "require-labels") }},
 		{"assemblyscript", func(tb testing.TB) []byte { return wasmtest.AssemblyScript(tb, "require-labels") }},
+		{"rego", func(tb testing.TB) []byte { return wasmtest.Rego(tb, "require-labels") }},
 	} {
 		b.Run(m.lang, func(b *testing.B) {
 			c := &callCounter{funcs: map[uint32]bool{}}
