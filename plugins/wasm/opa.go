@@ -788,13 +788,12 @@ func (o *opaInstance) initEval(ctx context.Context, in *instance) error {
 func (o *opaInstance) evalOnce(ctx context.Context, in *instance, req []byte) (uint32, error) {
 	b := append(o.input[:0], `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","parameters":`...)
 	b = append(b, o.parameters...)
-	// With the whole request, a policy may read either name; a projected one names the
-	// members the policy reads.
-	if o.project == nil || o.project.request {
+	// Only a projected request comes here (result): the record names what the policy reads.
+	if o.project.request {
 		b = append(b, `,"request":`...)
 		b = append(b, req...)
 	}
-	if o.project == nil || o.project.review {
+	if o.project.review {
 		b = append(b, `,"review":`...)
 		b = append(b, req...)
 	}
