@@ -158,6 +158,18 @@ type Validator interface {
 	Validate(ctx context.Context, a *Attributes) error
 }
 
+// Selective is implemented by a dynamic validator that can tell before it runs, from the
+// rules and selectors of what it enforces, that a request concerns none of it (the
+// admission webhooks and policies, whose configurations name the requests they apply
+// to). The chain leaves such a validator out of that request's validating phase: one
+// cluster-wide webhook configuration or policy binding would otherwise put a second
+// validator beside every namespace's WASM plugin, and a lone plugin would run on a
+// goroutine of its own, with a fresh stack to grow, instead of on the request's.
+type Selective interface {
+	// Concerns reports whether the validator may act on a; true when it cannot tell.
+	Concerns(ctx context.Context, a *Attributes) bool
+}
+
 // ReinvocableMutator is a mutator that asks to run again when a later plugin changed the
 // object (Kubernetes' reinvocationPolicy: IfNeeded).
 type ReinvocableMutator interface {
@@ -293,6 +305,9 @@ func (c *Chain) StartValidate(ctx context.Context, a *Attributes) *Validation {
 		_, vs, release := s.Acquire(a)
 		v.release = append(v.release, release)
 		for _, p := range vs {
+			if sel, ok := p.(Selective); ok && !sel.Concerns(ctx, a) {
+				continue
+			}
 			v.runs = append(v.runs, &validatorRun{plugin: p})
 		}
 	}

@@ -50,6 +50,47 @@ func warnThen(name, msg string, after <-chan struct{}, err error) *funcValidator
 	}}
 }
 
+// selectiveValidator is a funcValidator that concerns only the requests concerns accepts.
+type selectiveValidator struct {
+	funcValidator
+	concerns func(a *admission.Attributes) bool
+}
+
+func (v *selectiveValidator) Concerns(_ context.Context, a *admission.Attributes) bool {
+	return v.concerns(a)
+}
+
+// A validator that a request does not concern is left out of its validating phase: it
+// is not called, and a validator left alone by it runs on the caller's goroutine, as a
+// lone one does (before Finish nothing has run).
+func TestSelectiveValidators(t *testing.T) {
+	for _, concerned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "not concerned", true: "concerned"}[concerned], func(t *testing.T) {
+			var selectiveRan, otherRan atomic.Bool
+			sel := &selectiveValidator{
+				funcValidator: funcValidator{name: "webhooks", fn: func(context.Context, *admission.Attributes) error { selectiveRan.Store(true); return nil }},
+				concerns:      func(*admission.Attributes) bool { return concerned },
+			}
+			other := &funcValidator{name: "plugin", fn: func(context.Context, *admission.Attributes) error { otherRan.Store(true); return nil }}
+			src := &source{vs: []admission.Validator{sel, other}}
+			c := &admission.Chain{Sources: []admission.Source{src}}
+			v := c.StartValidate(context.Background(), podAttributes())
+			if !concerned && otherRan.Load() {
+				t.Fatal("the lone validator ran before Finish, on a goroutine of its own")
+			}
+			if err := v.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			if selectiveRan.Load() != concerned || !otherRan.Load() {
+				t.Fatalf("selective ran %v (concerned %v), other ran %v", selectiveRan.Load(), concerned, otherRan.Load())
+			}
+			if src.held != 0 {
+				t.Fatalf("%d acquisitions not released", src.held)
+			}
+		})
+	}
+}
+
 func TestParallelValidators(t *testing.T) {
 	t.Run("dynamic validators run at the same time", func(t *testing.T) {
 		// Each waits for the other to have started: run one after the other, they

@@ -14,9 +14,12 @@ import (
 
 	"github.com/wasmplane/wasmplane/core/admission"
 	"github.com/wasmplane/wasmplane/core/admission/adapter"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	policygeneric "k8s.io/apiserver/pkg/admission/plugin/policy/generic"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -52,7 +55,11 @@ type Policies struct {
 	objects    adapter.ObjectInterfaces
 	vapBinds   admissionlisters.ValidatingAdmissionPolicyBindingLister
 	mapBinds   admissionlisters.MutatingAdmissionPolicyBindingLister
-	synced     []cache.InformerSynced
+	// vaps and matcher answer whether a request concerns any validating policy
+	// (validator.Concerns) with the plugin's own matcher.
+	vaps    admissionlisters.ValidatingAdmissionPolicyLister
+	matcher policygeneric.PolicyMatcher
+	synced  []cache.InformerSynced
 	// started is closed once Run has initialized the plugins; until then their
 	// dispatchers do not exist.
 	started chan struct{}
@@ -102,6 +109,8 @@ func New(cfg Config) (*Policies, error) {
 	return &Policies{
 		factory: factory, validating: vp, mutating: mp, mapper: mapper, objects: cfg.Objects, log: log,
 		vapBinds: vb.Lister(), mapBinds: mb.Lister(), started: make(chan struct{}),
+		vaps:    adm.ValidatingAdmissionPolicies().Lister(),
+		matcher: policygeneric.NewPolicyMatcher(matching.NewMatcher(factory.Core().V1().Namespaces().Lister(), cfg.Client)),
 		synced: []cache.InformerSynced{vb.Informer().HasSynced, mb.Informer().HasSynced,
 			adm.ValidatingAdmissionPolicies().Informer().HasSynced, adm.MutatingAdmissionPolicies().Informer().HasSynced,
 			factory.Core().V1().Namespaces().Informer().HasSynced},
@@ -204,6 +213,48 @@ type validator struct{ p *Policies }
 
 // Name implements admission.Validator.
 func (validator) Name() string { return validating.PluginName }
+
+// Concerns implements admission.Selective: a request concerns the validating policies
+// when, for a policy bound by a binding, both the policy's match constraints and the
+// binding's match resources take it in, as k8s.io/apiserver's dispatcher decides before
+// it evaluates matchConditions (which only narrow the choice). A policy whose
+// constraints take it in but cannot have its params configured is refused by the
+// dispatcher whatever its bindings say, so a policy with a paramKind concerns the
+// request once its constraints do. Until the policies are read, and when a selector
+// cannot be evaluated, every request concerns them.
+func (v validator) Concerns(_ context.Context, a *admission.Attributes) bool {
+	if !v.p.allSynced() {
+		return true
+	}
+	binds, err := v.p.vapBinds.List(labels.Everything())
+	if err != nil {
+		return true
+	}
+	if len(binds) == 0 {
+		return false
+	}
+	attrs := adapter.NewAttributes(a)
+	for _, b := range binds {
+		policy, err := v.p.vaps.Get(b.Spec.PolicyName)
+		if apierrors.IsNotFound(err) {
+			continue // the dispatcher skips bindings of policies that do not exist
+		}
+		if err != nil {
+			return true
+		}
+		ok, _, _, err := v.p.matcher.DefinitionMatches(attrs, v.p.objects, validating.NewValidatingAdmissionPolicyAccessor(policy))
+		if err != nil || ok && policy.Spec.ParamKind != nil {
+			return true
+		}
+		if !ok {
+			continue
+		}
+		if ok, err := v.p.matcher.BindingMatches(attrs, v.p.objects, validating.NewValidatingAdmissionPolicyBindingAccessor(b)); ok || err != nil {
+			return true
+		}
+	}
+	return false
+}
 
 // Validate implements admission.Validator. Warn actions become Warning headers, Audit
 // actions and audit annotations go to the request's trace and the debug log.

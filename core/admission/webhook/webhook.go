@@ -18,10 +18,18 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/wasmplane/wasmplane/core/admission"
 	"github.com/wasmplane/wasmplane/core/admission/adapter"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8sadmission "k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/configuration"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/generic"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/namespace"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/object"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	"k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/client-go/informers"
@@ -59,6 +67,10 @@ type Webhooks struct {
 	objects    adapter.ObjectInterfaces
 	mutConfigs admissionlisters.MutatingWebhookConfigurationLister
 	valConfigs admissionlisters.ValidatingWebhookConfigurationLister
+	// valHooks and namespaces answer whether a request concerns any validating webhook
+	// (validator.Concerns) with the plugin's own rule and selector matchers.
+	valHooks   generic.Source
+	namespaces namespace.Matcher
 	synced     []cache.InformerSynced
 	log        *slog.Logger
 }
@@ -96,11 +108,14 @@ func New(cfg Config) (*Webhooks, error) {
 	if equivalents == nil {
 		equivalents = runtime.NewEquivalentResourceRegistry()
 	}
+	valHooks := configuration.NewValidatingWebhookConfigurationManager(factory, nil)
 	return &Webhooks{
 		factory: factory, mutating: mp, validating: vp, log: log,
 		objects:    adapter.ObjectInterfaces{Scheme: cfg.Scheme, Equivalents: equivalents, Defaulter: cfg.Defaulter},
 		mutConfigs: mc.Lister(), valConfigs: vc.Lister(),
-		synced: []cache.InformerSynced{mc.Informer().HasSynced, vc.Informer().HasSynced,
+		valHooks:   valHooks,
+		namespaces: namespace.Matcher{NamespaceLister: factory.Core().V1().Namespaces().Lister(), Client: cfg.Client},
+		synced: []cache.InformerSynced{mc.Informer().HasSynced, vc.Informer().HasSynced, valHooks.HasSynced,
 			services.Informer().HasSynced, factory.Core().V1().Namespaces().Informer().HasSynced},
 	}, nil
 }
@@ -178,6 +193,77 @@ func (v validator) Validate(ctx context.Context, a *admission.Attributes) error 
 	defer attrs.FlushAnnotations(ctx, v.w.log)
 	return v.w.validating.Validate(adapter.WithWarnings(ctx), attrs, v.w.objects)
 }
+
+// Concerns implements admission.Selective: a request concerns the validating webhooks
+// when one of them would be called for it by its namespace and object selectors and its
+// rules (with matchPolicy Equivalent, for an equivalent resource too), as
+// k8s.io/apiserver's ShouldCallHook decides before it evaluates matchConditions, which
+// only narrow the choice further. Until the configurations are read, and when a selector
+// cannot be evaluated, every request concerns them: Validate then waits or fails as
+// kube-apiserver does.
+func (v validator) Concerns(_ context.Context, a *admission.Attributes) bool {
+	if !v.w.allSynced() {
+		return true
+	}
+	hooks := v.w.valHooks.Webhooks()
+	if len(hooks) == 0 {
+		return false
+	}
+	attrs := adapter.NewAttributes(a)
+	// The configurations' own objects are never sent to webhooks (Dispatch returns first).
+	if rules.IsExemptAdmissionConfigurationResource(attrs) {
+		return false
+	}
+	for _, h := range hooks {
+		if mayCall(h, attrs, &v.w.namespaces, v.w.objects) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayCall tells whether webhook h may be called for attrs: ShouldCallHook's matching
+// without the match conditions. A selector that cannot be evaluated counts as a match, so
+// that the error is reported by the call.
+func mayCall(h webhook.WebhookAccessor, attrs k8sadmission.Attributes, namespaces *namespace.Matcher, o k8sadmission.ObjectInterfaces) bool {
+	if ok, err := namespaces.MatchNamespaceSelector(h, attrs); !ok && err == nil {
+		return false
+	}
+	var objects object.Matcher
+	if ok, err := objects.MatchObjectSelector(h, attrs); !ok && err == nil {
+		return false
+	}
+	for _, r := range h.GetRules() {
+		if (&rules.Matcher{Rule: r, Attr: attrs}).Matches() {
+			return true
+		}
+	}
+	if p := h.GetMatchPolicy(); p == nil || *p != admissionregistrationv1.Equivalent {
+		return false
+	}
+	res := attrs.GetResource()
+	for _, eq := range o.GetEquivalentResourceMapper().EquivalentResourcesFor(res, attrs.GetSubresource()) {
+		if eq == res {
+			continue
+		}
+		for _, r := range h.GetRules() {
+			if (&rules.Matcher{Rule: r, Attr: resourceOverride{attrs, eq}}).Matches() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// resourceOverride is a request's attributes with another (equivalent) resource, which
+// the rules of a webhook with matchPolicy Equivalent are matched against.
+type resourceOverride struct {
+	k8sadmission.Attributes
+	resource schema.GroupVersionResource
+}
+
+// GetResource returns the equivalent resource.
+func (r resourceOverride) GetResource() schema.GroupVersionResource { return r.resource }
 
 // clusterIPResolver sends a webhook's clientConfig.service to the Service's cluster IP
 // (ExternalName: its external name), as kube-apiserver does.

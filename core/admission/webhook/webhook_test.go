@@ -23,7 +23,13 @@ import (
 // informers have synced.
 func start(t *testing.T, objs ...runtime.Object) *Webhooks {
 	t.Helper()
-	w, err := New(Config{Client: fake.NewClientset(objs...), Scheme: api.MustScheme()})
+	return startWith(t, Config{Client: fake.NewClientset(objs...), Scheme: api.MustScheme()})
+}
+
+// startWith runs Webhooks with cfg until the test ends, once its informers have synced.
+func startWith(t *testing.T, cfg Config) *Webhooks {
+	t.Helper()
+	w, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
