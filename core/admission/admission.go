@@ -158,13 +158,15 @@ type Validator interface {
 	Validate(ctx context.Context, a *Attributes) error
 }
 
-// Selective is implemented by a dynamic validator that can tell before it runs, from the
-// rules and selectors of what it enforces, that a request concerns none of it (the
-// admission webhooks and policies, whose configurations name the requests they apply
-// to). The chain leaves such a validator out of that request's validating phase: one
-// cluster-wide webhook configuration or policy binding would otherwise put a second
-// validator beside every namespace's WASM plugin, and a lone plugin would run on a
-// goroutine of its own, with a fresh stack to grow, instead of on the request's.
+// Selective is implemented by a dynamic mutator or validator that can tell before it
+// runs, from the rules and selectors of what it enforces, that a request concerns none
+// of it (the admission webhooks and policies, whose configurations name the requests
+// they apply to). The chain leaves such a validator out of that request's validating
+// phase — one cluster-wide webhook configuration or policy binding would otherwise put
+// a second validator beside every namespace's WASM plugin, and a lone plugin would run
+// on a goroutine of its own, with a fresh stack to grow, instead of on the request's —
+// and skips such a mutator at its turn, which spares the encodings of the object that
+// tell whether a mutator changed it.
 type Selective interface {
 	// Concerns reports whether the validator may act on a; true when it cannot tell.
 	Concerns(ctx context.Context, a *Attributes) bool
@@ -236,11 +238,16 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 		return nil
 	}
 	defer a.startMemo()()
-	changedAfter := make([]bool, len(dynamic))
+	changedAfter, skipped := make([]bool, len(dynamic)), make([]bool, len(dynamic))
 	// Only the dynamic mutators run from here on, so the snapshot after one is the
-	// snapshot before the next: one encoding of the object per plugin, not two.
-	cur := snapshot(a.Object)
+	// snapshot before the next: one encoding of the object per plugin, not two. The
+	// first is taken before the first mutator that runs: with none concerned, none.
+	var cur string
+	taken := false
 	admit := func(m Mutator, phase string) (bool, error) {
+		if !taken {
+			cur, taken = snapshot(a.Object), true
+		}
 		start := time.Now()
 		err := m.Admit(ctx, a)
 		changed := false
@@ -257,6 +264,13 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 		return changed, err
 	}
 	for i, m := range dynamic {
+		// Asked at its turn, with the object as the mutators before it left it, as
+		// k8s.io/apiserver's plugins match their webhooks and policies at theirs. One
+		// left out never saw the request, so it is not reinvoked either.
+		if sel, ok := m.(Selective); ok && !sel.Concerns(ctx, a) {
+			skipped[i] = true
+			continue
+		}
 		changed, err := admit(m, "mutate")
 		if err != nil {
 			return err
@@ -268,6 +282,9 @@ func (c *Chain) Admit(ctx context.Context, a *Attributes) error {
 		}
 	}
 	for i, m := range dynamic {
+		if skipped[i] {
+			continue
+		}
 		again := false
 		switch r := m.(type) {
 		case RequestReinvoker:

@@ -510,3 +510,46 @@ func TestMaybeChangedByDynamic(t *testing.T) {
 		})
 	}
 }
+
+// selectiveMutator is a mutator that concerns only the requests whose object carries
+// label.
+type selectiveMutator struct {
+	reinvocable
+	label string
+}
+
+func (m *selectiveMutator) Concerns(_ context.Context, a *admission.Attributes) bool {
+	_, ok := a.Object.(*corev1.Pod).Labels[m.label]
+	return ok
+}
+
+// A selective mutator is asked at its turn, with the object as the mutators before it
+// left it: one that the request does not concern is skipped, and not reinvoked either,
+// even when a later mutator changes the object.
+func TestSelectiveMutators(t *testing.T) {
+	tests := []struct {
+		name string
+		// before runs ahead of the selective mutator, after behind it.
+		before, after func(a *admission.Attributes) error
+		want          []string
+	}{
+		{"not concerned", nil, nil, []string{"mutate first", "mutate last"}},
+		{"concerned at its turn", setLabel("sidecar", "yes"), nil, []string{"mutate first", "mutate selective", "mutate last"}},
+		{"concerned only after a later change", nil, setLabel("sidecar", "yes"), []string{"mutate first", "mutate last"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			log := &calls{}
+			sel := &selectiveMutator{reinvocable: reinvocable{mutator: mutator{name: "selective", c: log}, again: true}, label: "sidecar"}
+			c := &admission.Chain{Sources: []admission.Source{&source{ms: []admission.Mutator{
+				&mutator{name: "first", c: log, fn: tt.before}, sel, &mutator{name: "last", c: log, fn: tt.after},
+			}}}}
+			if err := c.Admit(context.Background(), podAttributes()); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(log.log, tt.want) {
+				t.Fatalf("calls %v, want %v", log.log, tt.want)
+			}
+		})
+	}
+}

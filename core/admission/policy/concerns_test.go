@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// TestConcerns: a request concerns the validating policies when a bound policy's match
+// TestConcerns: a request concerns the validating (and the mutating) policies when a bound policy's match
 // constraints and its binding's match resources both take it in, or when a policy with
 // params takes it in whatever its bindings say; bindings of missing policies count for
 // nothing.
@@ -74,17 +75,54 @@ func TestConcerns(t *testing.T) {
 		{"unknown namespace", []runtime.Object{policy("p", false), binding("p", teamA)}, pod("nowhere"), true},
 	}
 	for _, tt := range tests {
+		namespaces := []runtime.Object{
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: teamA}},
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"team": "b"}}},
+		}
 		t.Run(tt.name, func(t *testing.T) {
-			objs := append([]runtime.Object{
-				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: teamA}},
-				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"team": "b"}}},
-			}, tt.objs...)
-			p := startPolicies(t, objs...)
+			p := startPolicies(t, append(namespaces, tt.objs...)...)
 			if got := (validator{p}).Concerns(context.Background(), tt.a); got != tt.want {
+				t.Fatalf("Concerns = %v, want %v", got, tt.want)
+			}
+			if (mutator{p}).Concerns(context.Background(), tt.a) {
+				t.Fatal("the mutating policies are concerned without any")
+			}
+		})
+		// The same policies and bindings as mutating ones answer the same.
+		t.Run(tt.name+"/mutating", func(t *testing.T) {
+			objs := slices.Clone(namespaces)
+			for _, o := range tt.objs {
+				objs = append(objs, asMutating(o))
+			}
+			p := startPolicies(t, objs...)
+			if got := (mutator{p}).Concerns(context.Background(), tt.a); got != tt.want {
 				t.Fatalf("Concerns = %v, want %v", got, tt.want)
 			}
 		})
 	}
+}
+
+// asMutating turns a validating policy or binding of TestConcerns into the mutating one
+// with the same name, constraints, params and match resources.
+func asMutating(o runtime.Object) runtime.Object {
+	switch o := o.(type) {
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		c := o.Spec.MatchConstraints
+		return &admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: o.ObjectMeta, Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+			ParamKind: o.Spec.ParamKind, FailurePolicy: o.Spec.FailurePolicy, ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
+			MatchConstraints: &admissionregistrationv1.MatchResources{NamespaceSelector: c.NamespaceSelector, ObjectSelector: c.ObjectSelector,
+				MatchPolicy: c.MatchPolicy, ResourceRules: c.ResourceRules},
+			Mutations: []admissionregistrationv1.Mutation{{PatchType: admissionregistrationv1.PatchTypeApplyConfiguration,
+				ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: "Object{}"}}}}}
+	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		b := &admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: o.ObjectMeta,
+			Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: o.Spec.PolicyName}}
+		if m := o.Spec.MatchResources; m != nil {
+			b.Spec.MatchResources = &admissionregistrationv1.MatchResources{NamespaceSelector: m.NamespaceSelector, ObjectSelector: m.ObjectSelector, MatchPolicy: m.MatchPolicy}
+		}
+		return b
+	}
+	return o
 }
 
 // startPolicies runs the informers of Policies over a fake client holding objs until the

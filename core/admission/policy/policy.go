@@ -55,9 +55,10 @@ type Policies struct {
 	objects    adapter.ObjectInterfaces
 	vapBinds   admissionlisters.ValidatingAdmissionPolicyBindingLister
 	mapBinds   admissionlisters.MutatingAdmissionPolicyBindingLister
-	// vaps and matcher answer whether a request concerns any validating policy
-	// (validator.Concerns) with the plugin's own matcher.
+	// vaps, maps and matcher answer whether a request concerns any validating or
+	// mutating policy (Concerns) with the plugins' own matcher.
 	vaps    admissionlisters.ValidatingAdmissionPolicyLister
+	maps    admissionlisters.MutatingAdmissionPolicyLister
 	matcher policygeneric.PolicyMatcher
 	synced  []cache.InformerSynced
 	// started is closed once Run has initialized the plugins; until then their
@@ -109,7 +110,7 @@ func New(cfg Config) (*Policies, error) {
 	return &Policies{
 		factory: factory, validating: vp, mutating: mp, mapper: mapper, objects: cfg.Objects, log: log,
 		vapBinds: vb.Lister(), mapBinds: mb.Lister(), started: make(chan struct{}),
-		vaps:    adm.ValidatingAdmissionPolicies().Lister(),
+		vaps: adm.ValidatingAdmissionPolicies().Lister(), maps: adm.MutatingAdmissionPolicies().Lister(),
 		matcher: policygeneric.NewPolicyMatcher(matching.NewMatcher(factory.Core().V1().Namespaces().Lister(), cfg.Client)),
 		synced: []cache.InformerSynced{vb.Informer().HasSynced, mb.Informer().HasSynced,
 			adm.ValidatingAdmissionPolicies().Informer().HasSynced, adm.MutatingAdmissionPolicies().Informer().HasSynced,
@@ -201,6 +202,29 @@ func (m mutator) Admit(ctx context.Context, a *admission.Attributes) error {
 	return m.p.mutating.Admit(adapter.WithWarnings(ctx), attrs, m.p.objects)
 }
 
+// Concerns implements admission.Selective: a request concerns the mutating policies, at
+// their turn, when one of them applies to it through a binding (concerns).
+func (m mutator) Concerns(_ context.Context, a *admission.Attributes) bool {
+	if !m.p.allSynced() {
+		return true
+	}
+	binds, err := m.p.mapBinds.List(labels.Everything())
+	if err != nil {
+		return true
+	}
+	return m.p.concerns(a, len(binds),
+		func(i int) policygeneric.BindingAccessor {
+			return mutating.NewMutatingAdmissionPolicyBindingAccessor(binds[i])
+		},
+		func(name string) (policygeneric.PolicyAccessor, error) {
+			policy, err := m.p.maps.Get(name)
+			if err != nil {
+				return nil, err
+			}
+			return mutating.NewMutatingAdmissionPolicyAccessor(policy), nil
+		})
+}
+
 // ReinvokeRequest implements admission.RequestReinvoker: policies with reinvocationPolicy
 // IfNeeded run once more when a later plugin changed the object after they saw it.
 func (m mutator) ReinvokeRequest(a *admission.Attributes, changedAfter bool) bool {
@@ -215,13 +239,7 @@ type validator struct{ p *Policies }
 func (validator) Name() string { return validating.PluginName }
 
 // Concerns implements admission.Selective: a request concerns the validating policies
-// when, for a policy bound by a binding, both the policy's match constraints and the
-// binding's match resources take it in, as k8s.io/apiserver's dispatcher decides before
-// it evaluates matchConditions (which only narrow the choice). A policy whose
-// constraints take it in but cannot have its params configured is refused by the
-// dispatcher whatever its bindings say, so a policy with a paramKind concerns the
-// request once its constraints do. Until the policies are read, and when a selector
-// cannot be evaluated, every request concerns them.
+// when one of them applies to it through a binding (concerns).
 func (v validator) Concerns(_ context.Context, a *admission.Attributes) bool {
 	if !v.p.allSynced() {
 		return true
@@ -230,26 +248,49 @@ func (v validator) Concerns(_ context.Context, a *admission.Attributes) bool {
 	if err != nil {
 		return true
 	}
-	if len(binds) == 0 {
+	return v.p.concerns(a, len(binds),
+		func(i int) policygeneric.BindingAccessor {
+			return validating.NewValidatingAdmissionPolicyBindingAccessor(binds[i])
+		},
+		func(name string) (policygeneric.PolicyAccessor, error) {
+			policy, err := v.p.vaps.Get(name)
+			if err != nil {
+				return nil, err
+			}
+			return validating.NewValidatingAdmissionPolicyAccessor(policy), nil
+		})
+}
+
+// concerns tells whether, for one of n bindings, both the bound policy's match
+// constraints and the binding's match resources take a in, as k8s.io/apiserver's
+// dispatcher decides before it evaluates matchConditions (which only narrow the choice).
+// A policy whose constraints take it in but cannot have its params configured is refused
+// by the dispatcher whatever its bindings say, so a policy with a paramKind concerns the
+// request once its constraints do; bindings of policies that do not exist are skipped,
+// as the dispatcher skips them. When a selector cannot be evaluated the request
+// concerns them.
+func (p *Policies) concerns(a *admission.Attributes, n int, binding func(int) policygeneric.BindingAccessor, policy func(name string) (policygeneric.PolicyAccessor, error)) bool {
+	if n == 0 {
 		return false
 	}
 	attrs := adapter.NewAttributes(a)
-	for _, b := range binds {
-		policy, err := v.p.vaps.Get(b.Spec.PolicyName)
+	for i := range n {
+		b := binding(i)
+		pol, err := policy(b.GetPolicyName().Name)
 		if apierrors.IsNotFound(err) {
-			continue // the dispatcher skips bindings of policies that do not exist
+			continue
 		}
 		if err != nil {
 			return true
 		}
-		ok, _, _, err := v.p.matcher.DefinitionMatches(attrs, v.p.objects, validating.NewValidatingAdmissionPolicyAccessor(policy))
-		if err != nil || ok && policy.Spec.ParamKind != nil {
+		ok, _, _, err := p.matcher.DefinitionMatches(attrs, p.objects, pol)
+		if err != nil || ok && pol.GetParamKind() != nil {
 			return true
 		}
 		if !ok {
 			continue
 		}
-		if ok, err := v.p.matcher.BindingMatches(attrs, v.p.objects, validating.NewValidatingAdmissionPolicyBindingAccessor(b)); ok || err != nil {
+		if ok, err := p.matcher.BindingMatches(attrs, p.objects, b); ok || err != nil {
 			return true
 		}
 	}

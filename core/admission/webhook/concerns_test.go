@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// TestConcerns checks validator.Concerns against what the webhook plugin does: a request
+// TestConcerns checks Concerns against what the webhook plugins do: a request
 // that concerns no webhook never reaches one, and one that a webhook's rules and selectors
 // take in does (each webhook here points at a closed port with failurePolicy Fail, so a
 // call shows as an error).
@@ -101,6 +101,31 @@ func TestConcerns(t *testing.T) {
 				t.Fatalf("Concerns = %v, want %v", got, tt.concerns)
 			}
 			err := vs[0].Validate(ctx, tt.a)
+			if called := err != nil; called != tt.called {
+				t.Fatalf("webhook called = %v (%v), want %v", called, err, tt.called)
+			}
+		})
+		// The same webhook as a mutating one: the mutating plugin's answer is the same.
+		t.Run(tt.name+"/mutating", func(t *testing.T) {
+			v := tt.hook.Webhooks[0]
+			hook := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: tt.hook.ObjectMeta, Webhooks: []admissionregistrationv1.MutatingWebhook{{
+				Name: v.Name, ClientConfig: v.ClientConfig, Rules: v.Rules, FailurePolicy: v.FailurePolicy, MatchPolicy: v.MatchPolicy,
+				NamespaceSelector: v.NamespaceSelector, ObjectSelector: v.ObjectSelector, SideEffects: v.SideEffects, TimeoutSeconds: v.TimeoutSeconds,
+				AdmissionReviewVersions: v.AdmissionReviewVersions, MatchConditions: v.MatchConditions,
+				ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy)}}}
+			nsA := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"team": "a"}}}
+			nsB := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"team": "b"}}}
+			w := startWith(t, Config{Client: fake.NewClientset(hook, nsA, nsB), Scheme: api.MustScheme(), Equivalents: deploymentVersions()})
+			ms, _, release := w.Acquire(tt.a)
+			defer release()
+			if len(ms) != 1 {
+				t.Fatalf("got %d mutators, want 1", len(ms))
+			}
+			ctx := context.Background()
+			if got := ms[0].(admission.Selective).Concerns(ctx, tt.a); got != tt.concerns {
+				t.Fatalf("Concerns = %v, want %v", got, tt.concerns)
+			}
+			err := ms[0].Admit(ctx, tt.a)
 			if called := err != nil; called != tt.called {
 				t.Fatalf("webhook called = %v (%v), want %v", called, err, tt.called)
 			}

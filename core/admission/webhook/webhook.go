@@ -67,8 +67,9 @@ type Webhooks struct {
 	objects    adapter.ObjectInterfaces
 	mutConfigs admissionlisters.MutatingWebhookConfigurationLister
 	valConfigs admissionlisters.ValidatingWebhookConfigurationLister
-	// valHooks and namespaces answer whether a request concerns any validating webhook
-	// (validator.Concerns) with the plugin's own rule and selector matchers.
+	// mutHooks, valHooks and namespaces answer whether a request concerns any mutating
+	// or validating webhook (Concerns) with the plugins' own rule and selector matchers.
+	mutHooks   generic.Source
 	valHooks   generic.Source
 	namespaces namespace.Matcher
 	synced     []cache.InformerSynced
@@ -108,14 +109,15 @@ func New(cfg Config) (*Webhooks, error) {
 	if equivalents == nil {
 		equivalents = runtime.NewEquivalentResourceRegistry()
 	}
+	mutHooks := configuration.NewMutatingWebhookConfigurationManager(factory, nil)
 	valHooks := configuration.NewValidatingWebhookConfigurationManager(factory, nil)
 	return &Webhooks{
 		factory: factory, mutating: mp, validating: vp, log: log,
 		objects:    adapter.ObjectInterfaces{Scheme: cfg.Scheme, Equivalents: equivalents, Defaulter: cfg.Defaulter},
 		mutConfigs: mc.Lister(), valConfigs: vc.Lister(),
-		valHooks:   valHooks,
+		mutHooks: mutHooks, valHooks: valHooks,
 		namespaces: namespace.Matcher{NamespaceLister: factory.Core().V1().Namespaces().Lister(), Client: cfg.Client},
-		synced: []cache.InformerSynced{mc.Informer().HasSynced, vc.Informer().HasSynced, valHooks.HasSynced,
+		synced: []cache.InformerSynced{mc.Informer().HasSynced, vc.Informer().HasSynced, mutHooks.HasSynced, valHooks.HasSynced,
 			services.Informer().HasSynced, factory.Core().V1().Namespaces().Informer().HasSynced},
 	}, nil
 }
@@ -195,17 +197,28 @@ func (v validator) Validate(ctx context.Context, a *admission.Attributes) error 
 }
 
 // Concerns implements admission.Selective: a request concerns the validating webhooks
-// when one of them would be called for it by its namespace and object selectors and its
-// rules (with matchPolicy Equivalent, for an equivalent resource too), as
-// k8s.io/apiserver's ShouldCallHook decides before it evaluates matchConditions, which
-// only narrow the choice further. Until the configurations are read, and when a selector
-// cannot be evaluated, every request concerns them: Validate then waits or fails as
-// kube-apiserver does.
+// when one of them would be called for it (concerns).
 func (v validator) Concerns(_ context.Context, a *admission.Attributes) bool {
-	if !v.w.allSynced() {
+	return v.w.concerns(v.w.valHooks, a)
+}
+
+// Concerns implements admission.Selective: a request concerns the mutating webhooks, at
+// their turn, when one of them would be called for it (concerns).
+func (m mutator) Concerns(_ context.Context, a *admission.Attributes) bool {
+	return m.w.concerns(m.w.mutHooks, a)
+}
+
+// concerns tells whether one of the webhooks of src would be called for a by its
+// namespace and object selectors and its rules (with matchPolicy Equivalent, for an
+// equivalent resource too), as k8s.io/apiserver's ShouldCallHook decides before it
+// evaluates matchConditions, which only narrow the choice further. Until the
+// configurations are read, and when a selector cannot be evaluated, every request
+// concerns them: the plugin then waits or fails as kube-apiserver's does.
+func (w *Webhooks) concerns(src generic.Source, a *admission.Attributes) bool {
+	if !w.allSynced() {
 		return true
 	}
-	hooks := v.w.valHooks.Webhooks()
+	hooks := src.Webhooks()
 	if len(hooks) == 0 {
 		return false
 	}
@@ -215,7 +228,7 @@ func (v validator) Concerns(_ context.Context, a *admission.Attributes) bool {
 		return false
 	}
 	for _, h := range hooks {
-		if mayCall(h, attrs, &v.w.namespaces, v.w.objects) {
+		if mayCall(h, attrs, &w.namespaces, w.objects) {
 			return true
 		}
 	}
