@@ -13,41 +13,63 @@ func (s *Server) EquivalentResources() runtime.EquivalentResourceMapper { return
 
 type equivalents struct{ s *Server }
 
-// EquivalentResourcesFor implements runtime.EquivalentResourceMapper.
-func (e equivalents) EquivalentResourcesFor(resource schema.GroupVersionResource, subresource string) []schema.GroupVersionResource {
-	groups := e.s.Groups()
-	prefix := ""
-	for _, r := range groups[resource.GroupVersion()] {
-		if r.Scope.Store.Resource.Name == resource.Resource {
-			prefix = r.Scope.Store.Resource.StoragePrefix
+// equivalence indexes a snapshot's served resources by storage prefix, in the order of
+// the routes' group versions: asked on every admission request that a webhook or policy
+// with matchPolicy Equivalent looks at, which must not rebuild the table of group
+// versions (sorted by version priority) each time.
+type equivalence struct {
+	prefixOf map[schema.GroupVersionResource]string
+	byPrefix map[string][]equivalent
+}
+
+// equivalent is one served resource of a storage prefix.
+type equivalent struct {
+	gvr schema.GroupVersionResource
+	api *endpoints.APIResource
+}
+
+func newEquivalence(routes *endpoints.Routes) equivalence {
+	e := equivalence{prefixOf: map[schema.GroupVersionResource]string{}, byPrefix: map[string][]equivalent{}}
+	for _, gv := range routes.GroupVersions() {
+		for _, r := range routes.Version(gv).Resources {
+			res := r.Scope.Store.Resource
+			gvr := gv.WithResource(res.Name)
+			e.prefixOf[gvr] = res.StoragePrefix
+			e.byPrefix[res.StoragePrefix] = append(e.byPrefix[res.StoragePrefix], equivalent{gvr, r})
 		}
 	}
+	return e
+}
+
+// EquivalentResourcesFor implements runtime.EquivalentResourceMapper.
+func (e equivalents) EquivalentResourcesFor(resource schema.GroupVersionResource, subresource string) []schema.GroupVersionResource {
+	idx := &e.s.cur.Load().equiv
+	prefix := idx.prefixOf[resource]
 	if prefix == "" {
 		return nil
 	}
 	var out []schema.GroupVersionResource
-	for gv, rs := range groups {
-		for _, r := range rs {
-			if r.Scope.Store.Resource.StoragePrefix != prefix || (subresource != "" && !hasSubresource(r.Subresources, subresource)) {
-				continue
-			}
-			out = append(out, gv.WithResource(r.Scope.Store.Resource.Name))
+	for _, r := range idx.byPrefix[prefix] {
+		if subresource != "" && !hasSubresource(r.api.Subresources, subresource) {
+			continue
 		}
+		out = append(out, r.gvr)
 	}
 	return out
 }
 
 // KindFor implements runtime.EquivalentResourceMapper.
 func (e equivalents) KindFor(resource schema.GroupVersionResource, subresource string) schema.GroupVersionKind {
-	for _, r := range e.s.Groups()[resource.GroupVersion()] {
-		res := r.Scope.Store.Resource
-		if res.Name != resource.Resource {
+	idx := &e.s.cur.Load().equiv
+	for _, r := range idx.byPrefix[idx.prefixOf[resource]] {
+		if r.gvr != resource {
 			continue
 		}
+		res := r.api.Scope.Store.Resource
 		if subresource == "" {
 			return res.GroupVersionKind()
 		}
-		for _, sub := range r.Subresources {
+		for _, sub := range r.api.Subresources {
 			if sub.Name == subresource {
 				if sub.Kind.Empty() {
 					return res.GroupVersionKind()

@@ -341,6 +341,7 @@ type snapshot struct {
 	byGVR  map[schema.GroupVersionResource]*served
 	byGR   map[schema.GroupResource]*served
 	routes *endpoints.Routes
+	equiv  equivalence
 	disc   *discovery
 	// openAPI is built on its first request after a change.
 	openAPI *lazyOpenAPI
@@ -438,6 +439,7 @@ func (s *Server) newSnapshot(list []*served) *snapshot {
 		apis = append(apis, sv.api)
 	}
 	snap.routes = endpoints.NewRoutes(s.codecs, apis)
+	snap.equiv = newEquivalence(snap.routes)
 	snap.disc = newDiscovery(snap.routes, nil)
 	resources := openAPIResources(snap.routes, s.scheme)
 	// Resources with their own documents (custom resources) are merged per group version.

@@ -18,6 +18,8 @@ import (
 	"github.com/wasmplane/wasmplane/tests/internal/webhookserver"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -184,6 +186,47 @@ func TestWebhooks(t *testing.T) {
 		}
 		if !w.has("configmap blue looks fine") {
 			t.Fatalf("warnings %q lack the webhook's", w.msgs)
+		}
+	})
+
+	t.Run("EquivalentMatchesTheSameObjectsInAnotherVersion", func(t *testing.T) {
+		// HorizontalPodAutoscalers are served as autoscaling/v1 and v2, one storage: a
+		// webhook for v2 with matchPolicy Equivalent sees a v1 create as a v2 object
+		// (kind v2, requestKind v1); with Exact it does not see it at all.
+		for _, policy := range []admissionregistrationv1.MatchPolicyType{admissionregistrationv1.Equivalent, admissionregistrationv1.Exact} {
+			name := strings.ToLower(string(policy))
+			ns := e.namespace(t, "hpa-"+name, nil)
+			srv := webhookserver.Start(t, func(_ *http.Request, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+				return deny(fmt.Sprintf("kind %s/%s, requestKind %s/%s", req.Kind.Group, req.Kind.Version, req.RequestKind.Group, req.RequestKind.Version))
+			})
+			h := validatingHook(name+".example.com", srv.ClientConfig("/"), ns)
+			h.Rules = []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{"autoscaling"}, APIVersions: []string{"v2"}, Resources: []string{"horizontalpodautoscalers"}}}}
+			h.MatchPolicy = ptr.To(policy)
+			e.validating(t, "hpa-"+name, h)
+			hpa := func(name string) *autoscalingv1.HorizontalPodAutoscaler {
+				return &autoscalingv1.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: name},
+					Spec: autoscalingv1.HorizontalPodAutoscalerSpec{MaxReplicas: 2,
+						ScaleTargetRef: autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}}}
+			}
+			// In force once a v2 create is refused.
+			until(t, "v2", func(name string) error {
+				_, err := e.cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: name},
+					Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 2,
+						ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}}}, metav1.CreateOptions{})
+				return err
+			}, func(err error) bool { return err != nil })
+			_, err := e.cs.AutoscalingV1().HorizontalPodAutoscalers(ns).Create(ctx, hpa("v1"), metav1.CreateOptions{})
+			switch want := "kind autoscaling/v2, requestKind autoscaling/v1"; policy {
+			case admissionregistrationv1.Equivalent:
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("Equivalent: v1 create got %v, want the webhook's refusal %q", err, want)
+				}
+			default:
+				if err != nil {
+					t.Fatalf("Exact: v1 create got %v, want it admitted", err)
+				}
+			}
 		}
 	})
 
