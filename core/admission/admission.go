@@ -168,7 +168,7 @@ type Validator interface {
 // and skips such a mutator at its turn, which spares the encodings of the object that
 // tell whether a mutator changed it.
 type Selective interface {
-	// Concerns reports whether the validator may act on a; true when it cannot tell.
+	// Concerns reports whether the plugin may act on a; true when it cannot tell.
 	Concerns(ctx context.Context, a *Attributes) bool
 }
 
