@@ -19,7 +19,6 @@ import (
 	"github.com/wasmplane/wasmplane/core/admission"
 	"github.com/wasmplane/wasmplane/core/admission/adapter"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8sadmission "k8s.io/apiserver/pkg/admission"
@@ -34,7 +33,6 @@ import (
 	"k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -65,8 +63,6 @@ type Webhooks struct {
 	mutating   *mutating.Plugin
 	validating *validating.Plugin
 	objects    adapter.ObjectInterfaces
-	mutConfigs admissionlisters.MutatingWebhookConfigurationLister
-	valConfigs admissionlisters.ValidatingWebhookConfigurationLister
 	// mutHooks, valHooks and namespaces answer whether a request concerns any mutating
 	// or validating webhook (Concerns) with the plugins' own rule and selector matchers.
 	mutHooks   generic.Source
@@ -113,8 +109,7 @@ func New(cfg Config) (*Webhooks, error) {
 	valHooks := configuration.NewValidatingWebhookConfigurationManager(factory, nil)
 	return &Webhooks{
 		factory: factory, mutating: mp, validating: vp, log: log,
-		objects:    adapter.ObjectInterfaces{Scheme: cfg.Scheme, Equivalents: equivalents, Defaulter: cfg.Defaulter},
-		mutConfigs: mc.Lister(), valConfigs: vc.Lister(),
+		objects:  adapter.ObjectInterfaces{Scheme: cfg.Scheme, Equivalents: equivalents, Defaulter: cfg.Defaulter},
 		mutHooks: mutHooks, valHooks: valHooks,
 		namespaces: namespace.Matcher{NamespaceLister: factory.Core().V1().Namespaces().Lister(), Client: cfg.Client},
 		synced: []cache.InformerSynced{mc.Informer().HasSynced, vc.Informer().HasSynced, mutHooks.HasSynced, valHooks.HasSynced,
@@ -138,17 +133,17 @@ func (w *Webhooks) allSynced() bool {
 	return true
 }
 
-// Acquire implements admission.Source. With no configuration of a kind the plugin is
+// Acquire implements admission.Source. With no webhook of a kind the plugin is
 // left out, so that a cluster without webhooks pays nothing; until the informers have
 // synced both plugins run, and wait for them (kube-apiserver's readiness wait).
 func (w *Webhooks) Acquire(*admission.Attributes) ([]admission.Mutator, []admission.Validator, func()) {
 	synced := w.allSynced()
 	var ms []admission.Mutator
 	var vs []admission.Validator
-	if list, err := w.mutConfigs.List(labels.Everything()); !synced || err != nil || len(list) > 0 {
+	if !synced || len(w.mutHooks.Webhooks()) > 0 {
 		ms = []admission.Mutator{mutator{w}}
 	}
-	if list, err := w.valConfigs.List(labels.Everything()); !synced || err != nil || len(list) > 0 {
+	if !synced || len(w.valHooks.Webhooks()) > 0 {
 		vs = []admission.Validator{validator{w}}
 	}
 	return ms, vs, func() {}
