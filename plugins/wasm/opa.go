@@ -85,6 +85,10 @@ func (e opaExport) String() string { return opaExports[e] }
 // set's JSON (opaInstance.evalOnce).
 const opaOneShot = "opa_eval"
 
+// opaInputHead opens every input document: the AdmissionReview's members, then its
+// parameters (the plugin's configuration).
+const opaInputHead = `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","parameters":`
+
 // opaABIVersion and opaABIMinorVersion are the globals an OPA module tells its ABI by.
 const (
 	opaABIVersion      = "opa_wasm_abi_version"
@@ -786,7 +790,7 @@ func (o *opaInstance) initEval(ctx context.Context, in *instance) error {
 // the heap mark and opa_eval's heap starts past it, so every evaluation starts from the
 // same heap address. It returns the address of the result set's JSON.
 func (o *opaInstance) evalOnce(ctx context.Context, in *instance, req []byte) (uint32, error) {
-	b := append(o.input[:0], `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","parameters":`...)
+	b := append(o.input[:0], opaInputHead...)
 	b = append(b, o.parameters...)
 	// Only a projected request comes here (result): the record names what the policy reads.
 	if o.project.request {
@@ -834,7 +838,7 @@ func (o *opaInstance) evalOnce(ctx context.Context, in *instance, req []byte) (u
 // an evaluation does. It returns the address of the result set's JSON.
 func (o *opaInstance) eval(ctx context.Context, in *instance, req []byte) (uint32, error) {
 	head := make([]byte, 0, len(o.parameters)+96)
-	head = append(head, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","parameters":`...)
+	head = append(head, opaInputHead...)
 	head = append(head, o.parameters...)
 	head = append(head, '}')
 	input, err := o.parse(ctx, in, head)
