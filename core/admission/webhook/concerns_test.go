@@ -88,9 +88,7 @@ func TestConcerns(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			nsA := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"team": "a"}}}
-			nsB := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"team": "b"}}}
-			w := startWith(t, Config{Client: fake.NewClientset(tt.hook, nsA, nsB), Scheme: api.MustScheme(), Equivalents: deploymentVersions()})
+			w := startConcerns(t, tt.hook)
 			_, vs, release := w.Acquire(tt.a)
 			defer release()
 			if len(vs) != 1 {
@@ -113,9 +111,7 @@ func TestConcerns(t *testing.T) {
 				NamespaceSelector: v.NamespaceSelector, ObjectSelector: v.ObjectSelector, SideEffects: v.SideEffects, TimeoutSeconds: v.TimeoutSeconds,
 				AdmissionReviewVersions: v.AdmissionReviewVersions, MatchConditions: v.MatchConditions,
 				ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy)}}}
-			nsA := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"team": "a"}}}
-			nsB := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"team": "b"}}}
-			w := startWith(t, Config{Client: fake.NewClientset(hook, nsA, nsB), Scheme: api.MustScheme(), Equivalents: deploymentVersions()})
+			w := startConcerns(t, hook)
 			ms, _, release := w.Acquire(tt.a)
 			defer release()
 			if len(ms) != 1 {
@@ -131,6 +127,15 @@ func TestConcerns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startConcerns runs Webhooks with configuration and namespaces a (team=a) and b
+// (team=b), apps/v1 and v1beta2 deployments being the same objects.
+func startConcerns(t *testing.T, configuration runtime.Object) *Webhooks {
+	t.Helper()
+	nsA := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"team": "a"}}}
+	nsB := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"team": "b"}}}
+	return startWith(t, Config{Client: fake.NewClientset(configuration, nsA, nsB), Scheme: api.MustScheme(), Equivalents: deploymentVersions()})
 }
 
 // deploymentVersions makes apps/v1 and apps/v1beta2 deployments the same objects.
