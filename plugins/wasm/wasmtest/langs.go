@@ -62,12 +62,19 @@ const wasiLibc = "/usr/lib/wasm32-wasi/libc.a"
 // as sdk/c/README.md tells plugin authors to.
 func C(tb testing.TB, example string) []byte {
 	tb.Helper()
+	return CFile(tb, filepath.Join("examples/plugins/c", example, example+".c"))
+}
+
+// CFile compiles one C source (a path from the module root) with the C SDK, as C builds
+// an example.
+func CFile(tb testing.TB, source string) []byte {
+	tb.Helper()
 	clang := RequireTool(tb, "clang")
 	RequireTool(tb, "wasm-ld")
 	Need(tb, exists(wasiLibc), "wasi-libc ("+wasiLibc+")")
 	root := ModuleRoot(tb)
-	return buildExample(tb, "c:"+example, func(out, _ string) error {
-		args := toolchain.CArgs(out, "sdk/c", filepath.Join("examples/plugins/c", example, example+".c"))
+	return buildExample(tb, "c:"+source, func(out, _ string) error {
+		args := toolchain.CArgs(out, "sdk/c", source)
 		return runTool(root, clang, args[1:]...)
 	})
 }
@@ -77,14 +84,21 @@ func C(tb testing.TB, example string) []byte {
 // Under -short it skips the test: the build takes tens of seconds.
 func AssemblyScript(tb testing.TB, example string) []byte {
 	tb.Helper()
+	return AssemblyScriptFile(tb, filepath.Join("examples/plugins/assemblyscript", example, example+".ts"))
+}
+
+// AssemblyScriptFile compiles one AssemblyScript entry file (a path from the module root),
+// as AssemblyScript builds an example.
+func AssemblyScriptFile(tb testing.TB, entry string) []byte {
+	tb.Helper()
 	if testing.Short() {
-		tb.Skip("slow: compiles the example with asc under node; runs without -short")
+		tb.Skip("slow: compiles the plugin with asc under node; runs without -short")
 	}
 	node := RequireTool(tb, "node")
 	root := ModuleRoot(tb)
 	Need(tb, exists(filepath.Join(root, toolchain.ASCompiler)), "assemblyscript (npm ci in sdk/assemblyscript)")
-	return buildExample(tb, "as:"+example, func(out, _ string) error {
-		args := toolchain.ASArgs(toolchain.ASCompiler, out, filepath.Join("examples/plugins/assemblyscript", example, example+".ts"), toolchain.ASAbort)
+	return buildExample(tb, "as:"+entry, func(out, _ string) error {
+		args := toolchain.ASArgs(toolchain.ASCompiler, out, entry, toolchain.ASAbort)
 		return runTool(root, node, args[1:]...)
 	})
 }
@@ -94,16 +108,21 @@ func AssemblyScript(tb testing.TB, example string) []byte {
 // Under -short it skips the test: the build takes tens of seconds.
 func Rust(tb testing.TB, example string) []byte {
 	tb.Helper()
+	return RustFile(tb, strings.ReplaceAll(example, "-", "_"), filepath.Join("examples/plugins/rust", example, "src/lib.rs"))
+}
+
+// RustFile compiles the crate crateName whose root is lib (a path from the module root)
+// against the SDK crate, as Rust builds an example.
+func RustFile(tb testing.TB, crateName, lib string) []byte {
+	tb.Helper()
 	if testing.Short() {
-		tb.Skip("slow: compiles the Rust SDK crate and the example with rustc; runs without -short")
+		tb.Skip("slow: compiles the Rust SDK crate and the plugin with rustc; runs without -short")
 	}
 	rustc, target, err := toolchain.Rust()
 	Need(tb, err == nil, "a rustc with the wasm32-wasi standard library (libstd-rust-dev-wasm32)")
 	root := ModuleRoot(tb)
-	return buildExample(tb, "rust:"+example, func(out, work string) error {
-		steps := toolchain.RustArgs(rustc, target, out, work, "sdk/rust/src/lib.rs", strings.ReplaceAll(example, "-", "_"),
-			filepath.Join("examples/plugins/rust", example, "src/lib.rs"))
-		for _, s := range steps {
+	return buildExample(tb, "rust:"+lib, func(out, work string) error {
+		for _, s := range toolchain.RustArgs(rustc, target, out, work, "sdk/rust/src/lib.rs", crateName, lib) {
 			if err := runTool(root, s[0], s[1:]...); err != nil {
 				return err
 			}
