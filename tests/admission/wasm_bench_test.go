@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -100,15 +102,27 @@ func BenchmarkPodCreateWasmValidate(b *testing.B) {
 // after every other language's plugins have evicted its code and memory from the CPU's
 // caches. b.N pairs per case; what a case adds is its p50 less the p50 of the no-policy
 // creates of its own blocks, and its own server-side p50 is read from the traces of its
-// last block, as the other benchmark reads it.
+// last block, as the other benchmark reads it. WASMPLANE_BENCH_CASES, a regular
+// expression, keeps the cases whose names it matches (with WASMPLANE_BENCH_MODULES, say
+// '^(c|c-before)/|^webhook$').
 func BenchmarkLonePolicyCreate(b *testing.B) {
 	w := startPolicyBench(b)
+	only, err := regexp.Compile(os.Getenv("WASMPLANE_BENCH_CASES"))
+	if err != nil {
+		b.Fatalf("WASMPLANE_BENCH_CASES: %v", err)
+	}
 	var lone []policySetup
 	for _, st := range w.setups[1:] {
-		if !strings.HasSuffix(st.name, "/plugins=5") {
+		if !strings.HasSuffix(st.name, "/plugins=5") && only.MatchString(st.name) {
 			lone = append(lone, st)
 		}
 	}
+	if len(lone) == 0 {
+		b.Fatalf("no case matches WASMPLANE_BENCH_CASES %q", only)
+	}
+	// A round of every case must fit in the trace ring for the server-side times to be
+	// read.
+	pairs := min(lonePairs, traceRing/(2*len(lone)))
 	base := w.setups[0].ns
 	b.Run("pairs", func(b *testing.B) {
 		for _, st := range lone {
@@ -121,8 +135,8 @@ func BenchmarkLonePolicyCreate(b *testing.B) {
 		baseLat := make([][]time.Duration, len(lone))
 		var last [][]string // the names of each case's creates in the last round
 		b.ResetTimer()
-		for round := 0; round*lonePairs < b.N; round++ {
-			n := min(lonePairs, b.N-round*lonePairs)
+		for round := 0; round*pairs < b.N; round++ {
+			n := min(pairs, b.N-round*pairs)
 			last = make([][]string, len(lone))
 			// Each round starts with another case, so that no case always follows the same.
 			for k := range lone {
@@ -146,9 +160,31 @@ func BenchmarkLonePolicyCreate(b *testing.B) {
 }
 
 // lonePairs is how many pairs of creates a case of BenchmarkLonePolicyCreate takes in a
-// row: a round of all eight cases (2 × 8 × lonePairs objects) must fit in the trace ring
-// for the server-side times to be read.
+// row, unless a round of all its cases (2 × cases × pairs objects) would not fit in the
+// trace ring.
 const lonePairs = 200
+
+// benchModules reads WASMPLANE_BENCH_MODULES: space-separated name=file.wasm, each a
+// require-labels build (configured {"labels":["team"]}) that the policy benchmarks add to
+// their cases as name/plugins=1 and name/plugins=5. Two builds of one plugin — before
+// and after a change — then take turns in one server, and the machine's moments (a
+// neighbour's load, the host's caches) fall on both alike, which separate runs cannot
+// ensure.
+func benchModules(spec string) ([]policyModule, error) {
+	var out []policyModule
+	for _, kv := range strings.Fields(spec) {
+		name, file, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || file == "" {
+			return nil, fmt.Errorf("WASMPLANE_BENCH_MODULES: %q is not name=file.wasm", kv)
+		}
+		mod, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("WASMPLANE_BENCH_MODULES: %w", err)
+		}
+		out = append(out, policyModule{lang: name, wasm: mod, config: `{"labels":["team"]}`})
+	}
+	return out, nil
+}
 
 // create creates a pod carrying the label team in ns and returns its name and how long the
 // create took.
@@ -241,6 +277,11 @@ func startPolicyBench(b *testing.B) *policyBench {
 		{"rego", rego, `{"labels":["team"]}`},
 		{"rego-compact", rego, `{"compactPods":true,"labels":["team"]}`},
 	}
+	extra, err := benchModules(os.Getenv("WASMPLANE_BENCH_MODULES"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	modules = append(modules, extra...)
 	// Plugins are set up once, outside b.Run, which calls its function several times.
 	setups := []policySetup{{name: "plugins=0", ns: benchNamespace(b, cs, "bench-none")}}
 	for _, m := range modules {
