@@ -59,15 +59,52 @@ func (p *Plugin) MutateJSON(ctx context.Context, req []byte) (*abi.MutateRespons
 	return resp, err
 }
 
+// ObjectForm is how a validate request carries its object and oldObject, as the module
+// that answers asked in configure (ABI §7.1, §7.3).
+type ObjectForm uint8
+
+const (
+	// WholeObjects are the objects as a webhook gets them.
+	WholeObjects ObjectForm = iota
+	// CompactPods are Pods as the compact pod document of ABI §7.5, other kinds whole.
+	CompactPods
+	// ObjectMetadata is every object as its object metadata document (ABI §7.3,
+	// AppendObjectMetadata).
+	ObjectMetadata
+)
+
+// String names the form by the configure member that asks for it.
+func (f ObjectForm) String() string {
+	switch f {
+	case CompactPods:
+		return "compactPods"
+	case ObjectMetadata:
+		return "objectMetadata"
+	}
+	return "whole objects"
+}
+
+// objectForm is the form a module's configure answer asks for; the smaller wins.
+func objectForm(f abi.ConfigureResponse) ObjectForm {
+	switch {
+	case f.ObjectMetadata:
+		return ObjectMetadata
+	case f.CompactPods:
+		return CompactPods
+	}
+	return WholeObjects
+}
+
 // ValidateJSON calls the validate hook with the request build encodes as JSON, as
-// MutateJSON does; build learns whether the module that will answer asked for compact pod
-// documents ("compactPods", ABI §7.1), which is known only once an instance is chosen: a
-// swap may change the answer between two calls. build appends the request to dst and
-// returns the result; dst is the instance's input buffer in guest memory, so a request
-// that fits is written there once, with no copy on the Go heap between.
-func (p *Plugin) ValidateJSON(ctx context.Context, build func(dst []byte, compactPods bool) ([]byte, error)) (*abi.ValidateResponse, error) {
+// MutateJSON does; build learns the form in which the module that will answer asked for
+// objects ("compactPods", "objectMetadata", ABI §7.1), which is known only once an
+// instance is chosen: a swap may change the answer between two calls. build appends the
+// request to dst and returns the result; dst is the instance's input buffer in guest
+// memory, so a request that fits is written there once, with no copy on the Go heap
+// between.
+func (p *Plugin) ValidateJSON(ctx context.Context, build func(dst []byte, form ObjectForm) ([]byte, error)) (*abi.ValidateResponse, error) {
 	var resp *abi.ValidateResponse
-	err := p.invoke(ctx, abi.HookValidate, func(in *instance) ([]byte, error) { return build(in.inputBuffer(), in.set.flags.CompactPods) }, func(b []byte) (err error) {
+	err := p.invoke(ctx, abi.HookValidate, func(in *instance) ([]byte, error) { return build(in.inputBuffer(), objectForm(in.set.flags)) }, func(b []byte) (err error) {
 		if string(b) == allowedAnswer {
 			resp = &abi.ValidateResponse{Allowed: true}
 			return nil

@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -62,7 +63,7 @@ func TestValidateJSONInPlace(t *testing.T) {
 	for _, st := range steps {
 		var gotCap int
 		var gotNil bool
-		resp, err := p.ValidateJSON(ctx, func(dst []byte, compact bool) ([]byte, error) {
+		resp, err := p.ValidateJSON(ctx, func(dst []byte, _ ObjectForm) ([]byte, error) {
 			gotNil, gotCap = dst == nil, cap(dst)
 			if len(dst) != 0 {
 				t.Fatalf("%s: dst has %d bytes, want none", st.name, len(dst))
@@ -119,5 +120,43 @@ func TestGuestBytes(t *testing.T) {
 	}
 	if b, ok := in.guestBytes(size-1, 1); !ok || b[0] != 'z' {
 		t.Errorf("last byte %q, %v; want z", b, ok)
+	}
+}
+
+// TestValidateObjectForm: the form in which a module's configure answer asks for objects
+// (ABI §7.1) reaches ValidateJSON's build; object metadata wins over compact pods.
+func TestValidateObjectForm(t *testing.T) {
+	r, _ := newTestRuntime(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		answer string
+		want   ObjectForm
+	}{
+		{`{}`, WholeObjects},
+		{`{"compactPods":true}`, CompactPods},
+		{`{"objectMetadata":true}`, ObjectMetadata},
+		{`{"compactPods":true,"objectMetadata":true}`, ObjectMetadata},
+	} {
+		t.Run(tc.answer, func(t *testing.T) {
+			// checkEndsWAT with a configure hook that answers tc.answer from its data.
+			answer := strings.ReplaceAll(tc.answer, `"`, `\"`)
+			src := strings.Replace(checkEndsWAT, `(data (i32.const 64)`, fmt.Sprintf(`(data (i32.const 256) "%s")
+  (func (export "configure") (param i32 i32) (result i64) (i64.const %d))
+  (data (i32.const 64)`, answer, 256<<32|int64(len(tc.answer))), 1)
+			p := load(t, r, wasmtest.WATSource(t, src), PluginConfig{})
+			if got := p.ObjectForm(); got != tc.want {
+				t.Fatalf("ObjectForm() = %v, want %v", got, tc.want)
+			}
+			var got ObjectForm
+			if _, err := p.ValidateJSON(ctx, func(dst []byte, form ObjectForm) ([]byte, error) {
+				got = form
+				return append(dst, "{}"...), nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("build got %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -7,6 +7,10 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/wasmplane/wasmplane/core/storage/unstructuredjson"
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
@@ -63,6 +67,58 @@ func AppendCompactPod(dst []byte, p *corev1.Pod) ([]byte, error) {
 		dst = append(appendMember(dst, true, "affinity"), b...)
 	}
 	return append(dst, "}}"...), nil
+}
+
+// AppendObjectMetadata appends the object metadata document of obj (ABI §7.3): its
+// apiVersion and kind (gvk when obj carries none, as stored objects do) and, of its
+// metadata, the name, generateName, namespace, uid, labels and annotations — each as
+// json.Marshal writes it in the whole object, so that a reader of those members sees what
+// the whole object has. A policy about names, labels or annotations then gets a request
+// of a few hundred bytes whatever the kind, written without encoding the object. It
+// reports false, having made no promise about dst's new bytes, for an object it cannot
+// read so (no object metadata, unstructured metadata holding what encoding/json writes
+// differently): the caller sends the whole object then.
+func AppendObjectMetadata(dst []byte, obj runtime.Object, gvk schema.GroupVersionKind) ([]byte, bool) {
+	if own := obj.GetObjectKind().GroupVersionKind(); !own.Empty() {
+		gvk = own
+	}
+	// Both omitted when empty, as TypeMeta's JSON omits them.
+	dst, sep := appendOptStrings(append(dst, '{'), false, member{"apiVersion", gvk.GroupVersion().String()}, member{"kind", gvk.Kind})
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		// Unstructured metadata is written from its map, member by member, so that what
+		// the client sent (an empty labels map, say) reaches the plugin as it is stored.
+		raw, present := u.Object["metadata"]
+		if !present {
+			return append(dst, '}'), true
+		}
+		m, ok := raw.(map[string]any)
+		if !ok {
+			return dst, false
+		}
+		dst = append(appendMember(dst, sep, "metadata"), '{')
+		sep = false
+		for _, k := range [...]string{"name", "generateName", "namespace", "uid", "labels", "annotations"} {
+			v, found := m[k]
+			if !found {
+				continue
+			}
+			if dst, ok = unstructuredjson.Append(appendMember(dst, sep, k), v); !ok {
+				return dst, false
+			}
+			sep = true
+		}
+		return append(dst, "}}"...), true
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return dst, false
+	}
+	// In ObjectMeta's order, each omitted when empty as its JSON omits it.
+	dst, sep = appendOptStrings(append(appendMember(dst, sep, "metadata"), '{'), false, member{"name", m.GetName()},
+		member{"generateName", m.GetGenerateName()}, member{"namespace", m.GetNamespace()}, member{"uid", string(m.GetUID())})
+	dst, sep = appendOptMap(dst, sep, "labels", m.GetLabels())
+	dst, _ = appendOptMap(dst, sep, "annotations", m.GetAnnotations())
+	return append(dst, "}}"...), true
 }
 
 // appendCoreContainers writes containers as appendContainers writes what containers()

@@ -595,9 +595,12 @@ func (in *instance) initOPA(ctx context.Context) error {
 	if !cfg.WholeInput {
 		o.project = in.set.mod.e.regoInput
 	}
-	// A policy whose recorded reads of a pod the compact pod document holds as they are
-	// gets it without asking (opainput.go): the same values, written for less.
-	if cfg.CompactPods || o.project != nil && o.project.compactPodsSuffice() {
+	// A policy whose recorded reads of objects the object metadata document holds as
+	// they are gets it without asking (opainput.go): the same values, written for less.
+	switch {
+	case o.project != nil && o.project.metadataSuffices():
+		in.setFlags(abi.ConfigureResponse{ObjectMetadata: true})
+	case cfg.CompactPods:
 		in.setFlags(abi.ConfigureResponse{CompactPods: true})
 	}
 	if _, err := o.call1(ctx, opaMalloc, 0); err != nil { // the heap starts here

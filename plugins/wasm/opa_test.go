@@ -58,13 +58,13 @@ func TestRegoPolicy(t *testing.T) {
 	if !p.Implements(abi.HookValidate) || p.Implements(abi.HookMutate) {
 		t.Fatal("a Rego plugin implements validate only")
 	}
-	// Compact pods when the config asks for them, and then with the same parameters; and
-	// without asking, since the build recorded that the policy reads only labels, unless
-	// the config turns the record off.
-	compact := load(t, r, wasm, PluginConfig{Name: "compact", Config: json.RawMessage(`{"compactPods":true,"labels":["team","owner"]}`)})
+	// Object metadata without asking, since the build recorded that the policy reads only
+	// labels; compact pods when the config asks for them and turns the record off, then
+	// with the same parameters; whole objects with the record off alone.
+	compact := load(t, r, wasm, PluginConfig{Name: "compact", Config: json.RawMessage(`{"compactPods":true,"wholeInput":true,"labels":["team","owner"]}`)})
 	whole := load(t, r, wasm, PluginConfig{Name: "whole", Config: json.RawMessage(`{"wholeInput":true,"labels":["team","owner"]}`)})
-	if !p.WantsCompactPods() || !compact.WantsCompactPods() || whole.WantsCompactPods() {
-		t.Fatalf("WantsCompactPods: %v without compactPods, %v with, %v with wholeInput", p.WantsCompactPods(), compact.WantsCompactPods(), whole.WantsCompactPods())
+	if p.ObjectForm() != ObjectMetadata || compact.ObjectForm() != CompactPods || whole.ObjectForm() != WholeObjects {
+		t.Fatalf("ObjectForm: %v recorded, %v with compactPods and wholeInput, %v with wholeInput", p.ObjectForm(), compact.ObjectForm(), whole.ObjectForm())
 	}
 	if a := validate(t, compact, podRequest("CREATE", map[string]string{"team": "a"})); a.Allowed || a.Message != `you must provide labels: ["owner"]` {
 		t.Fatalf("compactPods plugin: answer %+v", a)

@@ -157,15 +157,16 @@ func customSection(wasm []byte, name string) ([]byte, bool, error) {
 	return nil, false, nil
 }
 
-// compactPodsSuffice tells whether the compact pod document (ABI §7.5) has, at every member
-// t keeps of a request's object and oldObject, the JSON the whole Pod has there, so that a
-// policy given the projection of either reads the same values. Only the metadata members
-// the compact document copies as they are qualify: name, namespace and labels (a map,
-// written with its keys sorted as encoding/json writes the whole Pod's). The whole Pod is
-// encoded with encoding/json's reflection, cold when a request comes; the compact document
-// is written by plain code: for a policy that reads only a pod's labels, most of what is
-// left of a call once OPA parses only those.
-func (t *inputTree) compactPodsSuffice() bool {
+// metadataSuffices tells whether the object metadata document (ABI §7.3,
+// AppendObjectMetadata) has, at every member t keeps of a request's object and
+// oldObject, the JSON the whole object has there, so that a policy given the projection
+// of either reads the same values: the object's apiVersion and kind, and of its metadata
+// the name, generateName, namespace, uid, labels and annotations, whole or below. The
+// whole object is encoded with encoding/json's reflection (a Pod's compact document by
+// plain code, but still member by member), cold when a request comes; the metadata
+// document is a few members whatever the kind: for a policy about names, labels or
+// annotations, most of what is left of a call once OPA parses only those.
+func (t *inputTree) metadataSuffices() bool {
 	for i, k := range t.keys {
 		if k != "object" && k != "oldObject" {
 			continue
@@ -175,12 +176,21 @@ func (t *inputTree) compactPodsSuffice() bool {
 			return false
 		}
 		for j, ok := range obj.keys {
+			switch ok {
+			case "apiVersion", "kind": // strings, whatever is asked below them
+				continue
+			case "metadata":
+			default:
+				return false
+			}
 			meta := obj.kids[j]
-			if ok != "metadata" || meta == nil {
+			if meta == nil {
 				return false
 			}
 			for _, mk := range meta.keys {
-				if mk != "name" && mk != "namespace" && mk != "labels" {
+				switch mk {
+				case "name", "generateName", "namespace", "uid", "labels", "annotations":
+				default:
 					return false
 				}
 			}

@@ -27,8 +27,9 @@ func TestRegoInputProjection(t *testing.T) {
 		name  string
 		paths [][]string
 		want  string // "" for the whole request
-		// compact: whether compact pods give the same values at what the policy reads
-		compact bool
+		// metadata: whether the object metadata document gives the same values at what
+		// the policy reads
+		metadata bool
 	}{
 		{"labels (an escaped key matches)", [][]string{{"parameters"}, {"review", "object", "metadata", "labels"}},
 			`{"object":{"metadata":{"l\u0061bels":{"team":"a"}}}}`, true},
@@ -44,8 +45,9 @@ func TestRegoInputProjection(t *testing.T) {
 		{"members that are not there stay absent", [][]string{{"review", "namespace"}, {"review", "object", "metadata", "namespace"}}, `{"object":{"metadata":{}}}`, true},
 		{"an old object's name and a label", [][]string{{"review", "oldObject", "metadata", "name"}, {"request", "object", "metadata", "labels", "team"}},
 			`{"object":{"metadata":{"l\u0061bels":{"team":"a"}}},"oldObject":null}`, true},
-		{"the object's annotations", [][]string{{"review", "object", "metadata", "annotations"}}, `{"object":{"metadata":{"annotations":{"x":"y"}}}}`, false},
-		{"the object's kind", [][]string{{"review", "object", "kind"}}, `{"object":{}}`, false},
+		{"the object's annotations", [][]string{{"review", "object", "metadata", "annotations"}}, `{"object":{"metadata":{"annotations":{"x":"y"}}}}`, true},
+		{"the object's kind", [][]string{{"review", "object", "kind"}}, `{"object":{}}`, true},
+		{"the object's creation time", [][]string{{"review", "object", "metadata", "creationTimestamp"}}, `{"object":{"metadata":{}}}`, false},
 		{"only parameters: an empty request", [][]string{{"parameters", "labels"}, {"kind"}}, `{}`, true},
 		{"nothing of input: an empty request", [][]string{}, `{}`, true},
 		{"input.review whole", [][]string{{"review", "object"}, {"review"}}, "", false},
@@ -72,8 +74,8 @@ func TestRegoInputProjection(t *testing.T) {
 			if got := string(tree.project(nil, jsonview.Parse([]byte(req)))); got != tc.want {
 				t.Errorf("projected\n%s\nwant\n%s", got, tc.want)
 			}
-			if got := tree.compactPodsSuffice(); got != tc.compact {
-				t.Errorf("compactPodsSuffice = %v, want %v", got, tc.compact)
+			if got := tree.metadataSuffices(); got != tc.metadata {
+				t.Errorf("metadataSuffices = %v, want %v", got, tc.metadata)
 			}
 		})
 	}

@@ -199,9 +199,9 @@ func (p *Plugin) WantsRequested() bool { return p.flags().Requested }
 // filter/score requests ("fullPods", ABI §7.5) rather than compact pod documents.
 func (p *Plugin) WantsFullPods() bool { return p.flags().FullPods }
 
-// WantsCompactPods tells whether the current module's configure asked for compact pod
-// documents as the objects of validate requests ("compactPods", ABI §7.1).
-func (p *Plugin) WantsCompactPods() bool { return p.flags().CompactPods }
+// ObjectForm is the form in which the current module's configure asked for the objects of
+// validate requests ("compactPods", "objectMetadata", ABI §7.1).
+func (p *Plugin) ObjectForm() ObjectForm { return objectForm(p.flags()) }
 
 // flags is what the current module's configure asked for (zero when none is loaded).
 func (p *Plugin) flags() abi.ConfigureResponse {

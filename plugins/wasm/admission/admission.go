@@ -43,9 +43,9 @@ type EncodedCaller interface {
 	Caller
 	MutateJSON(ctx context.Context, req []byte) (*abi.MutateResponse, error)
 	// ValidateJSON calls validate with the request build appends to dst for the module
-	// that answers: compactPods if it asked for compact pod documents (ABI §7.1). dst may
-	// be the module's own input buffer, so that the request is written once.
-	ValidateJSON(ctx context.Context, build func(dst []byte, compactPods bool) ([]byte, error)) (*abi.ValidateResponse, error)
+	// that answers, its objects in the form the module asked for (ABI §7.1). dst may be
+	// the module's own input buffer, so that the request is written once.
+	ValidateJSON(ctx context.Context, build func(dst []byte, form wasm.ObjectForm) ([]byte, error)) (*abi.ValidateResponse, error)
 }
 
 // Plugin adapts one WASM plugin to the admission chain.
@@ -77,7 +77,7 @@ func (p *Plugin) Reinvoke() bool { return !p.NoReinvocation }
 func (p *Plugin) Admit(ctx context.Context, a *admission.Attributes) error {
 	var resp *abi.MutateResponse
 	if c, ok := p.Caller.(EncodedCaller); ok {
-		req, err := p.requestJSON(a, false)
+		req, err := p.requestJSON(a, wasm.WholeObjects)
 		if err != nil {
 			return apierrors.NewInternalError(err)
 		}
@@ -146,8 +146,8 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 // validateEncoded calls c.ValidateJSON with a's request; encErr is the request's encoding
 // error, err the call's.
 func (p *Plugin) validateEncoded(ctx context.Context, c EncodedCaller, a *admission.Attributes) (resp *abi.ValidateResponse, encErr, err error) {
-	resp, err = c.ValidateJSON(ctx, func(dst []byte, compactPods bool) ([]byte, error) {
-		req, err := p.appendRequest(dst, a, compactPods)
+	resp, err = c.ValidateJSON(ctx, func(dst []byte, form wasm.ObjectForm) ([]byte, error) {
+		req, err := p.appendRequest(dst, a, form)
 		encErr = err
 		return req, err
 	})
@@ -158,8 +158,8 @@ func (p *Plugin) validateEncoded(ctx context.Context, c EncodedCaller, a *admiss
 // builder and what it captures stay on the stack: through the interface they are
 // allocated on every call.
 func (p *Plugin) validateWasm(ctx context.Context, wp *wasm.Plugin, a *admission.Attributes) (resp *abi.ValidateResponse, encErr, err error) {
-	resp, err = wp.ValidateJSON(ctx, func(dst []byte, compactPods bool) ([]byte, error) {
-		req, err := p.appendRequest(dst, a, compactPods)
+	resp, err = wp.ValidateJSON(ctx, func(dst []byte, form wasm.ObjectForm) ([]byte, error) {
+		req, err := p.appendRequest(dst, a, form)
 		encErr = err
 		return req, err
 	})
@@ -199,30 +199,30 @@ func (p *Plugin) failed(ctx context.Context, err error) error {
 }
 
 // memoKey is the key of a request's shared encoding in admission.Attributes' memo: one
-// with whole objects, one with compact pods.
-type memoKey struct{ compactPods bool }
+// per form of the objects.
+type memoKey struct{ form wasm.ObjectForm }
 
 const uidPrefix = `{"uid":"`
 
 // requestJSON returns the JSON of request(a), as encoding/json writes it (appendRequest).
-func (p *Plugin) requestJSON(a *admission.Attributes, compactPods bool) ([]byte, error) {
-	return p.appendRequest(nil, a, compactPods)
+func (p *Plugin) requestJSON(a *admission.Attributes, form wasm.ObjectForm) ([]byte, error) {
+	return p.appendRequest(nil, a, form)
 }
 
 // appendRequest appends the JSON of request(a) to dst. Everything after the uid is encoded
 // once per admission phase and shared by the plugins that see the request (the chain drops
 // it when a plugin changes the object); each call still gets a uid of its own, as each
 // webhook call does in Kubernetes.
-func (p *Plugin) appendRequest(dst []byte, a *admission.Attributes, compactPods bool) ([]byte, error) {
+func (p *Plugin) appendRequest(dst []byte, a *admission.Attributes, form wasm.ObjectForm) ([]byte, error) {
 	if !a.Memoizing() {
 		// Nothing to share it with (a lone validating plugin): the body is written once,
 		// where the plugin reads it, rather than on the heap and then copied.
 		if dst == nil {
 			dst = make([]byte, 0, 1024)
 		}
-		return appendBody(p.appendUID(dst), a, compactPods)
+		return appendBody(p.appendUID(dst), a, form)
 	}
-	shared, err := a.Shared(memoKey{compactPods}, func() (any, error) { return appendBody(make([]byte, 0, 1024), a, compactPods) })
+	shared, err := a.Shared(memoKey{form}, func() (any, error) { return appendBody(make([]byte, 0, 1024), a, form) })
 	if err != nil {
 		return nil, err
 	}
@@ -275,13 +275,13 @@ func (u *uidSource) append(dst []byte) []byte {
 // appendBody appends the members of request(a) after the uid, from the comma before
 // "kind" to the closing brace: the objects are spliced in rather than copied by a second
 // pass of encoding/json over a RawMessage, and compact pods are written in place.
-func appendBody(dst []byte, a *admission.Attributes, compactPods bool) ([]byte, error) {
+func appendBody(dst []byte, a *admission.Attributes, form wasm.ObjectForm) ([]byte, error) {
 	body := appendHead(dst, a)
 	var err error
-	if body, err = appendObject(body, `,"object":`, a.Object, a, compactPods); err != nil {
+	if body, err = appendObject(body, `,"object":`, a.Object, a, form); err != nil {
 		return nil, err
 	}
-	if body, err = appendObject(body, `,"oldObject":`, a.OldObject, a, compactPods); err != nil {
+	if body, err = appendObject(body, `,"oldObject":`, a.OldObject, a, form); err != nil {
 		return nil, err
 	}
 	if a.DryRun {
@@ -290,11 +290,17 @@ func appendBody(dst []byte, a *admission.Attributes, compactPods bool) ([]byte, 
 	return append(body, '}'), nil
 }
 
-// appendObject appends member and obj as encode renders it, or a Pod as its compact pod
-// document (ABI §7.5) for a plugin that asked for compact pods (a fraction of the bytes
-// to write and to read); nothing if obj is nil.
-func appendObject(dst []byte, member string, obj runtime.Object, a *admission.Attributes, compactPods bool) ([]byte, error) {
-	if pod, isPod := obj.(*corev1.Pod); compactPods && isPod && pod != nil {
+// appendObject appends member and obj as encode renders it, or in the smaller form a
+// plugin asked for (a fraction of the bytes to write and to read): any object as its
+// object metadata document (ABI §7.3), a Pod as its compact pod document (§7.5); nothing
+// if obj is nil.
+func appendObject(dst []byte, member string, obj runtime.Object, a *admission.Attributes, form wasm.ObjectForm) ([]byte, error) {
+	if form == wasm.ObjectMetadata && obj != nil && !reflect.ValueOf(obj).IsNil() {
+		if out, ok := wasm.AppendObjectMetadata(append(dst, member...), obj, a.Kind); ok {
+			return out, nil
+		}
+	}
+	if pod, isPod := obj.(*corev1.Pod); form == wasm.CompactPods && isPod && pod != nil {
 		out, err := wasm.AppendCompactPod(append(dst, member...), pod)
 		if err != nil {
 			return nil, fmt.Errorf("encoding the compact pod: %w", err)

@@ -21,9 +21,11 @@ import (
 	wasmadmission "github.com/wasmplane/wasmplane/plugins/wasm/admission"
 	"github.com/wasmplane/wasmplane/plugins/wasm/wasmtest"
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -55,8 +57,8 @@ type encodedCaller struct {
 	mutateFn func(req []byte) abi.MutateResponse
 	// raw are the requests received, in order.
 	raw [][]byte
-	// compactPods is what the module asked for in its configure answer.
-	compactPods bool
+	// form is what the module asked for in its configure answer.
+	form wasm.ObjectForm
 }
 
 func (c *encodedCaller) MutateJSON(_ context.Context, req []byte) (*abi.MutateResponse, error) {
@@ -68,8 +70,8 @@ func (c *encodedCaller) MutateJSON(_ context.Context, req []byte) (*abi.MutateRe
 	return &c.mutate, c.err
 }
 
-func (c *encodedCaller) ValidateJSON(_ context.Context, build func(dst []byte, compactPods bool) ([]byte, error)) (*abi.ValidateResponse, error) {
-	req, err := build(nil, c.compactPods)
+func (c *encodedCaller) ValidateJSON(_ context.Context, build func(dst []byte, form wasm.ObjectForm) ([]byte, error)) (*abi.ValidateResponse, error) {
+	req, err := build(nil, c.form)
 	if err != nil {
 		return nil, err
 	}
@@ -189,8 +191,8 @@ func (r *uidRecorder) MutateJSON(context.Context, []byte) (*abi.MutateResponse, 
 	return &abi.MutateResponse{Allowed: true}, nil
 }
 
-func (r *uidRecorder) ValidateJSON(_ context.Context, build func(dst []byte, compactPods bool) ([]byte, error)) (*abi.ValidateResponse, error) {
-	raw, err := build(nil, true)
+func (r *uidRecorder) ValidateJSON(_ context.Context, build func(dst []byte, form wasm.ObjectForm) ([]byte, error)) (*abi.ValidateResponse, error) {
+	raw, err := build(nil, wasm.CompactPods)
 	if err != nil {
 		return nil, err
 	}
@@ -264,17 +266,17 @@ func TestSharedEncoding(t *testing.T) {
 			t.Fatalf("%d distinct uids in 6 calls", len(uids))
 		}
 		// A lone validator writes its request where the plugin reads it, without the
-		// shared copy: the same request, compact pods or not, and a fresh uid.
-		for _, compact := range []bool{false, true} {
-			lone := &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, compactPods: compact}
-			many := &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, compactPods: compact}
+		// shared copy: the same request, in every form, and a fresh uid.
+		for _, form := range []wasm.ObjectForm{wasm.WholeObjects, wasm.CompactPods, wasm.ObjectMetadata} {
+			lone := &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, form: form}
+			many := &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, form: form}
 			chain := &admission.Chain{Sources: []admission.Source{source{vs: []admission.Validator{&wasmadmission.Plugin{PluginName: "lone", Caller: lone}}}}}
 			if err := chain.Validate(context.Background(), attrs()); err != nil {
 				t.Fatal(err)
 			}
 			chain = &admission.Chain{Sources: []admission.Source{source{vs: []admission.Validator{
 				&wasmadmission.Plugin{PluginName: "a", Caller: many},
-				&wasmadmission.Plugin{PluginName: "b", Caller: &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, compactPods: compact}},
+				&wasmadmission.Plugin{PluginName: "b", Caller: &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, form: form}},
 			}}}}
 			if err := chain.Validate(context.Background(), attrs()); err != nil {
 				t.Fatal(err)
@@ -282,7 +284,7 @@ func TestSharedEncoding(t *testing.T) {
 			uid, rest := withoutUID(t, lone.raw[0])
 			_, shared := withoutUID(t, many.raw[0])
 			if rest != shared || uids[uid] {
-				t.Fatalf("compact pods %v: lone request %s (uid %s), shared %s", compact, rest, uid, shared)
+				t.Fatalf("form %d: lone request %s (uid %s), shared %s", form, rest, uid, shared)
 			}
 		}
 	})
@@ -547,7 +549,7 @@ func BenchmarkValidate(b *testing.B) {
 // work. Subtracting one case from the next gives each share.
 func BenchmarkValidateShares(b *testing.B) {
 	b.Run("host", func(b *testing.B) {
-		benchValidateWarmCold(b, &wasmadmission.Plugin{PluginName: "ns/host", Caller: allowingCaller{}})
+		benchValidateWarmCold(b, &wasmadmission.Plugin{PluginName: "ns/host", Caller: allowingCaller{form: wasm.CompactPods}})
 	})
 	b.Run("wat-allow", func(b *testing.B) {
 		benchValidateWarmCold(b, loadRequireLabels(b, func(tb testing.TB) []byte { return wasmtest.WATSource(tb, allowWAT) }, 1)[0])
@@ -583,8 +585,8 @@ const allowWAT = `(module
 )`
 
 // allowingCaller allows every request after encoding it as *wasm.Plugin would for a module
-// that asked for compact pods: the host's share without WebAssembly.
-type allowingCaller struct{}
+// that asked for objects in form: the host's share without WebAssembly.
+type allowingCaller struct{ form wasm.ObjectForm }
 
 func (allowingCaller) Mutate(context.Context, *abi.AdmissionRequest) (*abi.MutateResponse, error) {
 	return &abi.MutateResponse{Allowed: true}, nil
@@ -598,8 +600,8 @@ func (allowingCaller) MutateJSON(context.Context, []byte) (*abi.MutateResponse, 
 	return &abi.MutateResponse{Allowed: true}, nil
 }
 
-func (allowingCaller) ValidateJSON(_ context.Context, build func(dst []byte, compactPods bool) ([]byte, error)) (*abi.ValidateResponse, error) {
-	if _, err := build(nil, true); err != nil {
+func (c allowingCaller) ValidateJSON(_ context.Context, build func(dst []byte, form wasm.ObjectForm) ([]byte, error)) (*abi.ValidateResponse, error) {
+	if _, err := build(nil, c.form); err != nil {
 		return nil, err
 	}
 	return &abi.ValidateResponse{Allowed: true}, nil
@@ -608,8 +610,43 @@ func (allowingCaller) ValidateJSON(_ context.Context, build func(dst []byte, com
 // benchValidateWarmCold times p's validate on a pod create as the server sends it, with
 // the CPU caches warm and flushed before each call.
 func benchValidateWarmCold(b *testing.B, p *wasmadmission.Plugin) {
+	benchValidateWarmColdOn(b, p, serverPodAttrs())
+}
+
+// BenchmarkObjectForms times the host's encoding of a lone validating plugin's request
+// (the adapter, with a caller in Go that only encodes) for each form a module may ask its
+// objects in, on a pod create as the server sends it, a Deployment and a custom object,
+// warm and with the caches flushed.
+func BenchmarkObjectForms(b *testing.B) {
+	deployment := attrs()
+	deployment.Kind, deployment.Resource = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	pod := serverPodAttrs().Object.(*corev1.Pod)
+	deployment.Object = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "d-1", Labels: map[string]string{"team": "a", "app": "web"}},
+		Spec: appsv1.DeploymentSpec{Replicas: new(int32(3)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: pod.Spec}}}
+	custom := attrs()
+	custom.Kind, custom.Resource = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	custom.Object = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "namespace": "ns", "uid": "w-1", "labels": map[string]any{"team": "a"}},
+		"spec":     map[string]any{"size": int64(3), "zones": []any{"a", "b", "c"}, "template": map[string]any{"image": "nginx:1.27", "ports": []any{int64(80), int64(443)}}}}}
+	for _, obj := range []struct {
+		name string
+		a    *admission.Attributes
+	}{{"pod", serverPodAttrs()}, {"deployment", deployment}, {"custom", custom}} {
+		for _, form := range []wasm.ObjectForm{wasm.WholeObjects, wasm.CompactPods, wasm.ObjectMetadata} {
+			if form == wasm.CompactPods && obj.name != "pod" {
+				continue // whole objects
+			}
+			b.Run(obj.name+"/"+form.String(), func(b *testing.B) {
+				benchValidateWarmColdOn(b, &wasmadmission.Plugin{PluginName: "ns/host", Caller: allowingCaller{form: form}}, obj.a)
+			})
+		}
+	}
+}
+
+// benchValidateWarmColdOn is benchValidateWarmCold on a's request.
+func benchValidateWarmColdOn(b *testing.B, p *wasmadmission.Plugin, a *admission.Attributes) {
 	ctx := context.Background()
-	a := serverPodAttrs()
 	for _, cold := range []bool{false, true} {
 		b.Run(map[bool]string{false: "warm", true: "cold"}[cold], func(b *testing.B) {
 			// cold: the caches are flushed before each call, as the ≈ 1 ms of HTTP,
@@ -709,35 +746,74 @@ func BenchmarkValidateChain(b *testing.B) {
 	}
 }
 
-// TestCompactPods: a module that asked for compact pods gets the compact pod document of
-// ABI §7.5 as a validate request's object and oldObject; other objects, and modules that
-// did not ask, get whole objects.
-func TestCompactPods(t *testing.T) {
+// TestObjectForms: a module that asked for compact pods gets the compact pod document of
+// ABI §7.5 as a validate request's object and oldObject when they are Pods, one that asked
+// for object metadata gets the object metadata document of §7.3 whatever the kind, and
+// modules that did not ask get whole objects. The metadata document must hold what the
+// whole object holds at every member it keeps.
+func TestObjectForms(t *testing.T) {
 	pod := serverPodAttrs().Object.(*corev1.Pod)
 	compact, err := wasm.CompactPod(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantCompact, _ := json.Marshal(compact)
-	tests := []struct {
-		name        string
-		compactPods bool
-		attrs       func() *admission.Attributes
-		wantObject  []byte // nil: the whole object
-	}{
-		{name: "pod, compact asked", compactPods: true, attrs: serverPodAttrs, wantObject: wantCompact},
-		{name: "pod, whole", attrs: serverPodAttrs},
-		{name: "update, both compact", compactPods: true, attrs: func() *admission.Attributes {
-			a := serverPodAttrs()
-			a.Operation, a.OldObject = admission.Update, a.Object.(*corev1.Pod).DeepCopy()
-			return a
-		}, wantObject: wantCompact},
-		{name: "not a pod", compactPods: true, attrs: func() *admission.Attributes {
+	update := func(a *admission.Attributes) *admission.Attributes {
+		a.Operation, a.OldObject = admission.Update, a.Object.DeepCopyObject()
+		return a
+	}
+	configMap := func() *admission.Attributes {
+		a := attrs()
+		a.Kind, a.Resource = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+		a.Object = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", Labels: map[string]string{"a<b": "x&y", "team": "é\u2028"}, Annotations: map[string]string{"note": `"quoted"`}}, Data: map[string]string{"k": "v"}}
+		return a
+	}
+	custom := func(meta map[string]any) func() *admission.Attributes {
+		return func() *admission.Attributes {
 			a := attrs()
-			a.Kind, a.Resource = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-			a.Object = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Data: map[string]string{"k": "v"}}
+			a.Kind, a.Resource = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+			obj := map[string]any{"apiVersion": "example.com/v1", "kind": "Widget", "spec": map[string]any{"size": int64(3)}}
+			if meta != nil {
+				obj["metadata"] = meta
+			}
+			a.Object = &unstructured.Unstructured{Object: obj}
+			return a
+		}
+	}
+	tests := []struct {
+		name       string
+		form       wasm.ObjectForm
+		attrs      func() *admission.Attributes
+		wantObject []byte // nil: the whole object, or its metadata document for ObjectMetadata
+	}{
+		{name: "pod, compact asked", form: wasm.CompactPods, attrs: serverPodAttrs, wantObject: wantCompact},
+		{name: "pod, whole", attrs: serverPodAttrs},
+		{name: "update, both compact", form: wasm.CompactPods, attrs: func() *admission.Attributes { return update(serverPodAttrs()) }, wantObject: wantCompact},
+		{name: "not a pod, compact asked", form: wasm.CompactPods, attrs: configMap},
+		{name: "pod, metadata", form: wasm.ObjectMetadata, attrs: serverPodAttrs},
+		{name: "pod with generateName and annotations, metadata", form: wasm.ObjectMetadata, attrs: func() *admission.Attributes {
+			a := serverPodAttrs()
+			p := a.Object.(*corev1.Pod)
+			p.GenerateName, p.Annotations = "web-", map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"x":1}`}
 			return a
 		}},
+		{name: "pod without labels, metadata", form: wasm.ObjectMetadata, attrs: func() *admission.Attributes {
+			a := serverPodAttrs()
+			a.Object.(*corev1.Pod).Labels = map[string]string{}
+			return a
+		}},
+		{name: "pod with its type, metadata", form: wasm.ObjectMetadata, attrs: func() *admission.Attributes {
+			a := serverPodAttrs()
+			a.Object.(*corev1.Pod).TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+			return a
+		}},
+		{name: "update, both metadata", form: wasm.ObjectMetadata, attrs: func() *admission.Attributes { return update(serverPodAttrs()) }},
+		{name: "config map, escapes, metadata", form: wasm.ObjectMetadata, attrs: configMap},
+		{name: "custom object, metadata", form: wasm.ObjectMetadata, attrs: custom(map[string]any{
+			"name": "w", "namespace": "ns", "uid": "u-1", "labels": map[string]any{}, "annotations": map[string]any{"a": "b"},
+			"creationTimestamp": "2026-12-07T00:00:00Z", "managedFields": []any{map[string]any{"manager": "kubectl"}},
+		})},
+		{name: "custom object without metadata, metadata", form: wasm.ObjectMetadata, attrs: custom(nil)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -746,7 +822,7 @@ func TestCompactPods(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, compactPods: tt.compactPods}
+			c := &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, form: tt.form}
 			if err := (&wasmadmission.Plugin{PluginName: "p", Caller: c}).Validate(context.Background(), a); err != nil {
 				t.Fatal(err)
 			}
@@ -758,18 +834,40 @@ func TestCompactPods(t *testing.T) {
 			}
 			want := tt.wantObject
 			if want == nil {
-				// The whole object, with the apiVersion and kind a webhook sees.
+				// The whole object, with the apiVersion and kind a webhook sees, or what of
+				// it the metadata document keeps; compared as values.
 				var m map[string]any
 				if err := json.Unmarshal(whole, &m); err != nil {
 					t.Fatal(err)
 				}
-				m["apiVersion"], m["kind"] = "v1", a.Kind.Kind
-				want, _ = json.Marshal(m)
-				var g map[string]any
-				if err := json.Unmarshal(got.Object, &g); err != nil {
-					t.Fatal(err)
+				if _, ok := m["kind"]; !ok {
+					m["apiVersion"], m["kind"] = a.Kind.GroupVersion().String(), a.Kind.Kind
 				}
-				got.Object, _ = json.Marshal(g)
+				if tt.form == wasm.ObjectMetadata {
+					for k := range m {
+						if k != "apiVersion" && k != "kind" && k != "metadata" {
+							delete(m, k)
+						}
+					}
+					if meta, ok := m["metadata"].(map[string]any); ok {
+						for k := range meta {
+							if !slices.Contains([]string{"name", "generateName", "namespace", "uid", "labels", "annotations"}, k) {
+								delete(meta, k)
+							}
+						}
+					}
+				}
+				want, _ = json.Marshal(m)
+				for _, raw := range []*json.RawMessage{&got.Object, &got.OldObject} {
+					if len(*raw) == 0 || string(*raw) == "null" {
+						continue
+					}
+					var g map[string]any
+					if err := json.Unmarshal(*raw, &g); err != nil {
+						t.Fatalf("%s: %v", *raw, err)
+					}
+					*raw, _ = json.Marshal(g)
+				}
 			}
 			if string(got.Object) != string(want) {
 				t.Fatalf("object\n got %s\nwant %s", got.Object, want)
@@ -789,7 +887,7 @@ func TestRequireLabelsOnCompactPods(t *testing.T) {
 		t.Run(m.lang, func(t *testing.T) {
 			ctx := context.Background()
 			p := loadRequireLabels(t, m.build, 1)[0]
-			if !p.Caller.(*wasm.Plugin).WantsCompactPods() {
+			if p.Caller.(*wasm.Plugin).ObjectForm() != wasm.CompactPods {
 				t.Fatal("the example did not ask for compact pods")
 			}
 			tests := []struct {
@@ -824,6 +922,53 @@ func TestRequireLabelsOnCompactPods(t *testing.T) {
 				case tt.denied != "" && (err == nil || !strings.Contains(err.Error(), tt.denied)):
 					t.Errorf("%s: got %v, want a denial containing %q", tt.name, err, tt.denied)
 				}
+			}
+		})
+	}
+}
+
+// TestObjectMetadataReachesGuest: a C plugin that asks for object metadata documents
+// receives, in the server's validate requests about a Pod, a Deployment and a custom
+// object, exactly the document AppendObjectMetadata writes (it echoes its object back as
+// the denial's message).
+func TestObjectMetadataReachesGuest(t *testing.T) {
+	p := loadRequireLabels(t, func(tb testing.TB) []byte {
+		return wasmtest.CFile(tb, "plugins/wasm/admission/testdata/echo-metadata.c")
+	}, 1)[0]
+	if got := p.Caller.(*wasm.Plugin).ObjectForm(); got != wasm.ObjectMetadata {
+		t.Fatalf("ObjectForm() = %v, want objectMetadata", got)
+	}
+	deployment := func() *admission.Attributes {
+		a := attrs()
+		a.Kind, a.Resource = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+		a.Object = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "d-1", Labels: map[string]string{"team": "a"}, Annotations: map[string]string{"owner": "alice"}},
+			Spec: appsv1.DeploymentSpec{Replicas: new(int32(3))}}
+		return a
+	}
+	widget := func() *admission.Attributes {
+		a := attrs()
+		a.Kind, a.Resource = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+		a.Object = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+			"metadata": map[string]any{"name": "w", "labels": map[string]any{}, "generation": int64(1)}, "spec": map[string]any{"size": int64(3)}}}
+		return a
+	}
+	for _, tc := range []struct {
+		name  string
+		attrs func() *admission.Attributes
+		want  string
+	}{
+		{"pod", serverPodAttrs, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","namespace":"ns","uid":"0f6c1e34-9b5b-4c2e-8d7e-5d7f3e2a1b00","labels":{"team":"bench"}}}`},
+		{"deployment", deployment, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"ns","uid":"d-1","labels":{"team":"a"},"annotations":{"owner":"alice"}}}`},
+		{"custom object", widget, `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","labels":{}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := p.Validate(context.Background(), tc.attrs())
+			var status apierrors.APIStatus
+			if !errors.As(err, &status) {
+				t.Fatalf("Validate: %v, want the plugin's denial", err)
+			}
+			if msg := status.Status().Message; !strings.HasSuffix(msg, tc.want) {
+				t.Fatalf("the guest received\n%s\nwant\n%s", msg, tc.want)
 			}
 		})
 	}

@@ -15,14 +15,17 @@ import (
 	wasmadmission "github.com/wasmplane/wasmplane/plugins/wasm/admission"
 	"github.com/wasmplane/wasmplane/plugins/wasm/wasmtest"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// TestRegoRecordedInputOnPods runs Rego policies built with and without the record of what
-// they read on pod requests as the server sends them: a policy that reads only a pod's
-// labels, name and namespace gets compact pods without asking (the compact document holds
-// those members as the whole Pod does), one that reads more does not, and each gives the
-// same answer with its record as without.
-func TestRegoRecordedInputOnPods(t *testing.T) {
+// TestRegoRecordedInput runs Rego policies built with and without the record of what they
+// read on requests as the server sends them, pods and other kinds: a policy that reads
+// only objects' kinds, names, labels and annotations gets object metadata documents
+// without asking (they hold those members as the whole objects do), one that reads more
+// does not, and each gives the same answer with its record as without.
+func TestRegoRecordedInput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a slow end-to-end test (seconds); the full run has it")
 	}
@@ -69,12 +72,26 @@ func TestRegoRecordedInputOnPods(t *testing.T) {
 			old.Labels["owner"] = "o"
 			a.Operation, a.OldObject = admission.Update, old
 		}},
+		{"generated name, annotated", func(a *admission.Attributes) {
+			p := a.Object.(*corev1.Pod)
+			p.GenerateName, p.Annotations = "web-", map[string]string{"owner": "o"}
+		}},
+		{"a labelled config map", func(a *admission.Attributes) {
+			a.Kind, a.Resource = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+			a.Object = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "ns", Labels: map[string]string{"team": "t", "owner": "o"}}}
+		}},
+		{"a custom object", func(a *admission.Attributes) {
+			a.Kind, a.Resource = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+			a.Object = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+				"metadata": map[string]any{"name": "w", "namespace": "kube-system", "labels": map[string]any{}, "annotations": map[string]any{"owner": "o"}},
+				"spec":     map[string]any{"containers": []any{map[string]any{"name": "c", "image": "x:latest"}}}}}
+		}},
 	}
 	for _, tc := range []struct {
 		name, src, config string
-		compact           bool
+		form              wasm.ObjectForm // what the recorded module gets
 	}{
-		{"k8srequiredlabels", string(labels), `{"labels":["team","owner"]}`, true},
+		{"k8srequiredlabels", string(labels), `{"labels":["team","owner"]}`, wasm.ObjectMetadata},
 		{"labels, name and namespace", `package names
 import rego.v1
 deny contains "bad name" if input.review.object.metadata.name == "bad"
@@ -82,26 +99,31 @@ deny contains "system namespace" if input.review.object.metadata.namespace == "k
 deny contains sprintf("label %s dropped", [k]) if {
 	some k, _ in input.review.oldObject.metadata.labels
 	not input.review.object.metadata.labels[k]
-}`, ``, true},
+}`, ``, wasm.ObjectMetadata},
+		{"annotations, generated names and kinds", `package annotations
+import rego.v1
+deny contains "no owner annotation" if not input.review.object.metadata.annotations.owner
+deny contains sprintf("generated %s %s", [input.review.object.apiVersion, input.review.object.kind]) if input.review.object.metadata.generateName
+deny contains "empty labels" if count(input.review.object.metadata.labels) == 0`, ``, wasm.ObjectMetadata},
 		{"images", `package images
 import rego.v1
 deny contains sprintf("%s uses latest", [c.name]) if {
 	some c in input.review.object.spec.containers
 	endswith(c.image, ":latest")
-}`, ``, false},
-		{"metadata beyond the compact document", `package meta
+}`, ``, wasm.WholeObjects},
+		{"metadata beyond the metadata document", `package meta
 import rego.v1
 deny contains "created" if input.review.object.metadata.creationTimestamp
-deny contains "unlabelled" if not input.review.object.metadata.labels`, ``, false},
+deny contains "unlabelled" if not input.review.object.metadata.labels`, ``, wasm.WholeObjects},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			recorded := load(t, tc.name+"/recorded", wasmtest.RegoSource(t, tc.src, ""), tc.config)
 			whole := load(t, tc.name+"/whole", wasmtest.RegoSourceUnrecorded(t, tc.src, ""), tc.config)
-			if got := recorded.Caller.(*wasm.Plugin).WantsCompactPods(); got != tc.compact {
-				t.Errorf("recorded module: compact pods %v, want %v", got, tc.compact)
+			if got := recorded.Caller.(*wasm.Plugin).ObjectForm(); got != tc.form {
+				t.Errorf("recorded module: object form %v, want %v", got, tc.form)
 			}
-			if whole.Caller.(*wasm.Plugin).WantsCompactPods() {
-				t.Error("a module without the record gets compact pods")
+			if whole.Caller.(*wasm.Plugin).ObjectForm() != wasm.WholeObjects {
+				t.Error("a module without the record gets a smaller form of objects")
 			}
 			distinct := map[string]bool{}
 			for _, rq := range requests {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/wasmplane/wasmplane/plugins/wasm"
@@ -169,11 +171,12 @@ func (r *Runner) Prepare(hook string, req json.RawMessage) (*Call, error) {
 			return nil, err
 		}
 		if h == abi.HookValidate {
-			if r.p.WantsCompactPods() {
-				// What the server sends a plugin that asked for compact pods (ABI §7.3).
+			// What the server sends a plugin that asked for compact pods or object
+			// metadata (ABI §7.3).
+			if form := r.p.ObjectForm(); form != wasm.WholeObjects {
 				for _, obj := range []*json.RawMessage{&ar.Object, &ar.OldObject} {
 					var err error
-					if *obj, err = compactPodDocument(*obj); err != nil {
+					if *obj, err = objectDocument(*obj, form); err != nil {
 						return nil, fmt.Errorf("request: %w", err)
 					}
 				}
@@ -205,6 +208,26 @@ func (r *Runner) Prepare(hook string, req json.RawMessage) (*Call, error) {
 		scores, err := r.p.Score(ctx, in)
 		return answer(abi.ScoreResponse{Scores: scores}, err)
 	}}, nil
+}
+
+// objectDocument turns an object's JSON into the document of form a validate request
+// carries (ABI §7.3); null, absence and what is not an object are returned unchanged.
+func objectDocument(raw json.RawMessage, form wasm.ObjectForm) (json.RawMessage, error) {
+	if form == wasm.CompactPods {
+		return compactPodDocument(raw)
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return raw, nil
+	}
+	var u unstructured.Unstructured
+	if err := json.Unmarshal(raw, &u.Object); err != nil {
+		return nil, fmt.Errorf("object: %w", err)
+	}
+	doc, ok := wasm.AppendObjectMetadata(nil, &u, schema.GroupVersionKind{})
+	if !ok {
+		return raw, nil
+	}
+	return doc, nil
 }
 
 // compactPodDocument turns a v1 Pod's JSON into its compact pod document (ABI §7.5);

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	wasmv1 "github.com/wasmplane/wasmplane/core/api/v1alpha1"
+	"github.com/wasmplane/wasmplane/plugins/wasm"
 	"github.com/wasmplane/wasmplane/plugins/wasm/toolkit/toolchain"
 	"github.com/wasmplane/wasmplane/sdk"
 )
@@ -318,21 +319,32 @@ func TestSchedulingInput(t *testing.T) {
 	}
 }
 
-func TestCompactPodDocument(t *testing.T) {
+// TestObjectDocument: what `wasmplane plugin test` makes of a request file's objects for a
+// plugin that asked for compact pods or object metadata, as the server sends them.
+func TestObjectDocument(t *testing.T) {
+	pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","generateName":"p-","labels":{"team":"a"},"annotations":{"x":"<y>"},"creationTimestamp":null},"spec":{"containers":[{"name":"c","image":"i","ports":[{"containerPort":80}]}],"volumes":[{"name":"v"}]}}`
 	tests := []struct {
 		name, in, want string
+		form           wasm.ObjectForm
 		wantErr        bool
 	}{
-		{name: "pod", in: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"team":"a"}},"spec":{"containers":[{"name":"c","image":"i","ports":[{"containerPort":80}]}],"volumes":[{"name":"v"}]}}`,
-			want: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"team":"a"}},"spec":{"containers":[{"name":"c","image":"i","resources":{}}]}}`},
-		{name: "another kind", in: `{"apiVersion":"v1","kind":"ConfigMap","data":{"k":"v"}}`, want: `{"apiVersion":"v1","kind":"ConfigMap","data":{"k":"v"}}`},
-		{name: "no object", in: ``, want: ``},
-		{name: "null", in: `null`, want: `null`},
-		{name: "a pod that does not decode", in: `{"apiVersion":"v1","kind":"Pod","spec":7}`, wantErr: true},
+		{name: "pod", form: wasm.CompactPods, in: pod,
+			want: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"team":"a"},"annotations":{"x":"\u003cy\u003e"}},"spec":{"containers":[{"name":"c","image":"i","resources":{}}]}}`},
+		{name: "another kind", form: wasm.CompactPods, in: `{"apiVersion":"v1","kind":"ConfigMap","data":{"k":"v"}}`, want: `{"apiVersion":"v1","kind":"ConfigMap","data":{"k":"v"}}`},
+		{name: "no object", form: wasm.CompactPods, in: ``, want: ``},
+		{name: "null", form: wasm.CompactPods, in: `null`, want: `null`},
+		{name: "a pod that does not decode", form: wasm.CompactPods, in: `{"apiVersion":"v1","kind":"Pod","spec":7}`, wantErr: true},
+		{name: "pod, metadata", form: wasm.ObjectMetadata, in: pod,
+			want: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","generateName":"p-","labels":{"team":"a"},"annotations":{"x":"\u003cy\u003e"}}}`},
+		{name: "another kind, metadata", form: wasm.ObjectMetadata, in: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","uid":"u"},"data":{"k":"v"}}`,
+			want: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","uid":"u"}}`},
+		{name: "no object, metadata", form: wasm.ObjectMetadata, in: ``, want: ``},
+		{name: "null, metadata", form: wasm.ObjectMetadata, in: `null`, want: `null`},
+		{name: "not JSON, metadata", form: wasm.ObjectMetadata, in: `{"metadata":`, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := compactPodDocument(json.RawMessage(tt.in))
+			got, err := objectDocument(json.RawMessage(tt.in), tt.form)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
 			}

@@ -93,8 +93,12 @@ type ConfigureResponse struct {
 	// CompactPods asks for the compact pod document of ABI §7.5 as the object and
 	// oldObject of validate requests about Pods, instead of the whole Pod.
 	CompactPods bool `json:"compactPods,omitempty"`
-	NodeTable   bool `json:"nodeTable,omitempty"`
-	Requested   bool `json:"requested,omitempty"`
+	// ObjectMetadata asks for the object metadata document of ABI §7.3 as the object and
+	// oldObject of validate requests about every kind, instead of the whole objects; it
+	// wins over CompactPods.
+	ObjectMetadata bool `json:"objectMetadata,omitempty"`
+	NodeTable      bool `json:"nodeTable,omitempty"`
+	Requested      bool `json:"requested,omitempty"`
 	// Packed asks for the packed filter/score framing of ABI §7.7 (with NodeTable only).
 	Packed bool `json:"packed,omitempty"`
 }

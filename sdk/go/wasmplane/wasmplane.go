@@ -29,6 +29,13 @@ func RequestFullPods() { guest.Flags.FullPods = true }
 // that read only what abi.Pod declares.
 func RequestCompactPods() { guest.Flags.CompactPods = true }
 
+// RequestObjectMetadata asks the host for the object metadata document (ABI §7.3) as the
+// object and oldObject of validate requests about every kind — apiVersion, kind, and the
+// name, generateName, namespace, uid, labels and annotations — for plugins about names,
+// labels or annotations: the smallest request to encode and read. It wins over
+// RequestCompactPods.
+func RequestObjectMetadata() { guest.Flags.ObjectMetadata = true }
+
 // RequestFullNodes asks the host for full Node objects in filter/score requests.
 func RequestFullNodes() { guest.Flags.FullNodes = true }
 
