@@ -97,7 +97,7 @@ func AppendObjectMetadata(dst []byte, obj runtime.Object, gvk schema.GroupVersio
 		}
 		dst = append(appendMember(dst, sep, "metadata"), '{')
 		sep = false
-		for _, k := range [...]string{"name", "generateName", "namespace", "uid", "labels", "annotations"} {
+		for _, k := range objectMetadataMembers() {
 			v, found := m[k]
 			if !found {
 				continue
@@ -119,6 +119,13 @@ func AppendObjectMetadata(dst []byte, obj runtime.Object, gvk schema.GroupVersio
 	dst, sep = appendOptMap(dst, sep, "labels", m.GetLabels())
 	dst, _ = appendOptMap(dst, sep, "annotations", m.GetAnnotations())
 	return append(dst, "}}"...), true
+}
+
+// objectMetadataMembers are the members of metadata the object metadata document keeps,
+// in ObjectMeta's order: what AppendObjectMetadata writes and what a Rego policy may read
+// of it (metadataSuffices).
+func objectMetadataMembers() [6]string {
+	return [...]string{"name", "generateName", "namespace", "uid", "labels", "annotations"}
 }
 
 // appendCoreContainers writes containers as appendContainers writes what containers()

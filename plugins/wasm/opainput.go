@@ -3,6 +3,7 @@ package wasm
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/wasmplane/wasmplane/sdk/go/abi"
 	"github.com/wasmplane/wasmplane/sdk/go/jsonview"
@@ -187,10 +188,9 @@ func (t *inputTree) metadataSuffices() bool {
 			if meta == nil {
 				return false
 			}
+			kept := objectMetadataMembers()
 			for _, mk := range meta.keys {
-				switch mk {
-				case "name", "generateName", "namespace", "uid", "labels", "annotations":
-				default:
+				if !slices.Contains(kept[:], mk) {
 					return false
 				}
 			}
