@@ -95,16 +95,46 @@ func objectForm(f abi.ConfigureResponse) ObjectForm {
 	return WholeObjects
 }
 
+// RequestForm is how the module that answers a validate request wants it written.
+type RequestForm struct {
+	// Objects is the form of the request's object and oldObject.
+	Objects ObjectForm
+	// Members, when not nil, are the only parts of the request the module reads (a
+	// Rego build's record of its policy's reads, given with ObjectMetadata only): the
+	// request is written with the members it keeps, in the request's order, each
+	// whole but object and oldObject, of whose object metadata documents only the
+	// members it keeps are written (each of those whole).
+	Members *Members
+}
+
+// requestForm is the form in which the instance's module wants a validate request.
+func (in *instance) requestForm() RequestForm {
+	f := RequestForm{Objects: objectForm(in.set.flags)}
+	if in.opa != nil && f.Objects == ObjectMetadata {
+		f.Members = in.opa.project
+	}
+	return f
+}
+
 // ValidateJSON calls the validate hook with the request build encodes as JSON, as
-// MutateJSON does; build learns the form in which the module that will answer asked for
-// objects ("compactPods", "objectMetadata", ABI §7.1), which is known only once an
+// MutateJSON does; build learns the form in which the module that will answer wants it
+// (the objects as it asked for them, "compactPods" or "objectMetadata" of ABI §7.1, and
+// for a recorded Rego policy the members it reads), which is known only once an
 // instance is chosen: a swap may change the answer between two calls. build appends the
 // request to dst and returns the result; dst is the instance's input buffer in guest
 // memory, so a request that fits is written there once, with no copy on the Go heap
 // between.
-func (p *Plugin) ValidateJSON(ctx context.Context, build func(dst []byte, form ObjectForm) ([]byte, error)) (*abi.ValidateResponse, error) {
+func (p *Plugin) ValidateJSON(ctx context.Context, build func(dst []byte, form RequestForm) ([]byte, error)) (*abi.ValidateResponse, error) {
 	var resp *abi.ValidateResponse
-	err := p.invoke(ctx, abi.HookValidate, func(in *instance) ([]byte, error) { return build(in.inputBuffer(), objectForm(in.set.flags)) }, func(b []byte) (err error) {
+	err := p.invoke(ctx, abi.HookValidate, func(in *instance) ([]byte, error) {
+		form := in.requestForm()
+		req, err := build(in.inputBuffer(), form)
+		if err == nil {
+			in.shaped = form.Members != nil
+			in.keptInput(req)
+		}
+		return req, err
+	}, func(b []byte) (err error) {
 		if string(b) == allowedAnswer {
 			resp = &abi.ValidateResponse{Allowed: true}
 			return nil

@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -63,7 +64,7 @@ func TestValidateJSONInPlace(t *testing.T) {
 	for _, st := range steps {
 		var gotCap int
 		var gotNil bool
-		resp, err := p.ValidateJSON(ctx, func(dst []byte, _ ObjectForm) ([]byte, error) {
+		resp, err := p.ValidateJSON(ctx, func(dst []byte, _ RequestForm) ([]byte, error) {
 			gotNil, gotCap = dst == nil, cap(dst)
 			if len(dst) != 0 {
 				t.Fatalf("%s: dst has %d bytes, want none", st.name, len(dst))
@@ -92,6 +93,12 @@ func TestValidateJSONInPlace(t *testing.T) {
 func TestGuestBytes(t *testing.T) {
 	r, _ := newTestRuntime(t)
 	p := load(t, r, wasmtest.WATSource(t, checkEndsWAT), PluginConfig{Limits: Limits{Instances: 1, MaxInstances: 1}})
+	withInstance(t, p, func(in *instance) { checkGuestBytes(t, in) })
+}
+
+// withInstance runs f with one of p's instances, taken from its pool and put back.
+func withInstance(t *testing.T, p *Plugin, f func(in *instance)) {
+	t.Helper()
 	ctx := context.Background()
 	s := p.acquire()
 	defer s.release(ctx)
@@ -100,6 +107,10 @@ func TestGuestBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.put(ctx, in, false)
+	f(in)
+}
+
+func checkGuestBytes(t *testing.T, in *instance) {
 	mem := in.mod.Memory()
 	size := mem.Size()
 	if !mem.WriteByte(size-1, 'z') {
@@ -148,8 +159,11 @@ func TestValidateObjectForm(t *testing.T) {
 				t.Fatalf("ObjectForm() = %v, want %v", got, tc.want)
 			}
 			var got ObjectForm
-			if _, err := p.ValidateJSON(ctx, func(dst []byte, form ObjectForm) ([]byte, error) {
-				got = form
+			if _, err := p.ValidateJSON(ctx, func(dst []byte, form RequestForm) ([]byte, error) {
+				if form.Members != nil {
+					t.Errorf("build got members %v for a module that is not a Rego policy", form.Members)
+				}
+				got = form.Objects
 				return append(dst, "{}"...), nil
 			}); err != nil {
 				t.Fatal(err)
@@ -158,5 +172,56 @@ func TestValidateObjectForm(t *testing.T) {
 				t.Fatalf("build got %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRegoShapedRequest: a recorded Rego policy that reads only what the object metadata
+// document holds is asked for a request of just the members it reads (RequestForm), and
+// the host passes what build wrote to the policy as it is, without projecting it again.
+func TestRegoShapedRequest(t *testing.T) {
+	r, _ := newTestRuntime(t)
+	p := load(t, r, wasmtest.Rego(t, "require-labels"), PluginConfig{Config: json.RawMessage(`{"labels":["team"]}`), Limits: Limits{Instances: 1, MaxInstances: 1}})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		req     string
+		allowed bool
+	}{
+		{`{"object":{"metadata":{"labels":{"team":"a"}}}}`, true},
+		{`{"object":{"metadata":{"labels":{"owner":"a"}}}}`, false},
+		{`{"object":{"metadata":{}}}`, false},
+	} {
+		var form RequestForm
+		resp, err := p.ValidateJSON(ctx, func(dst []byte, f RequestForm) ([]byte, error) {
+			form = f
+			return append(dst, tc.req...), nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.req, err)
+		}
+		if resp.Allowed != tc.allowed {
+			t.Errorf("%s: allowed %v, want %v", tc.req, resp.Allowed, tc.allowed)
+		}
+		if form.Objects != ObjectMetadata {
+			t.Errorf("objects asked as %v, want %v", form.Objects, ObjectMetadata)
+		}
+		obj, ok := form.Members.Member("object")
+		meta, _ := obj.Member("metadata")
+		if !ok || form.Members.Keeps("spec") || form.Members.Keeps("userInfo") || !meta.Keeps("labels") || meta.Keeps("name") {
+			t.Errorf("members asked %+v: want object.metadata.labels alone", form.Members)
+		}
+	}
+	projected := func() (b []byte) {
+		withInstance(t, p, func(in *instance) { b = in.opa.projected })
+		return b
+	}
+	if b := projected(); len(b) != 0 {
+		t.Errorf("the host projected a request written in the policy's shape: %s", b)
+	}
+	// A request the host gets whole (Call) is projected as before.
+	if resp := validate(t, p, podRequest("CREATE", map[string]string{"team": "a"})); !resp.Allowed {
+		t.Errorf("whole request refused: %+v", resp)
+	}
+	if b := projected(); string(b) != `{"object":{"metadata":{"labels":{"team":"a"}}}}` {
+		t.Errorf("whole request projected to %s", b)
 	}
 }

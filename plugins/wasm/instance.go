@@ -45,6 +45,9 @@ type instance struct {
 	table *nodeTable
 	// reqBuf is reused to build requests.
 	reqBuf []byte
+	// shaped says the request of the call under way was written in the shape the
+	// module reads (RequestForm.Members): an OPA policy's host need not project it.
+	shaped bool
 
 	// fuel is the global instrument added, which the guest counts down to its next
 	// checkpoint (checkpoint.go); nil until the first checkpoint.
@@ -255,11 +258,17 @@ func (in *instance) call(ctx context.Context, deadline time.Time, hook string, r
 }
 
 // inputBuffer returns the instance's input buffer in guest memory, empty, for a request
-// to be appended to; nil when it has none yet (the first call allocates it) or the module
-// takes its input otherwise (OPA). A request that outgrows it is appended on the Go heap
-// instead and copied as any other.
+// to be appended to; nil when it has none yet (the first call allocates it). An OPA
+// policy takes its input otherwise (the host writes the input document around the
+// request): its buffer is reqBuf, on the Go heap, kept from call to call (keptInput), so
+// that a call allocates nothing there (a fresh buffer on every call is, with the caches
+// cold, a page fault as often as not). A request that outgrows the buffer is appended on
+// the Go heap instead and copied as any other.
 func (in *instance) inputBuffer() []byte {
-	if in.opa != nil || in.inPtr == 0 {
+	if in.opa != nil {
+		return in.reqBuf[:0]
+	}
+	if in.inPtr == 0 {
 		return nil
 	}
 	b, ok := in.guestBytes(in.inPtr, in.inCap)
@@ -267,6 +276,14 @@ func (in *instance) inputBuffer() []byte {
 		return nil
 	}
 	return b[:0]
+}
+
+// keptInput keeps, as an OPA instance's input buffer, a request appended to it that
+// outgrew it: the next one of that size needs no new buffer.
+func (in *instance) keptInput(req []byte) {
+	if in.opa != nil && cap(req) > cap(in.reqBuf) {
+		in.reqBuf = req[:0]
+	}
 }
 
 // holdsInput tells whether req is the start of the instance's input buffer, where

@@ -74,16 +74,30 @@ func AppendCompactPod(dst []byte, p *corev1.Pod) ([]byte, error) {
 // metadata, the name, generateName, namespace, uid, labels and annotations — each as
 // json.Marshal writes it in the whole object, so that a reader of those members sees what
 // the whole object has. A policy about names, labels or annotations then gets a request
-// of a few hundred bytes whatever the kind, written without encoding the object. It
+// of a few hundred bytes whatever the kind, written without encoding the object. Only
+// the members keep keeps are written (a nil keep keeps them all), each of them whole. It
 // reports false, having made no promise about dst's new bytes, for an object it cannot
 // read so (no object metadata, unstructured metadata holding what encoding/json writes
 // differently): the caller sends the whole object then.
-func AppendObjectMetadata(dst []byte, obj runtime.Object, gvk schema.GroupVersionKind) ([]byte, bool) {
-	if own := obj.GetObjectKind().GroupVersionKind(); !own.Empty() {
-		gvk = own
+func AppendObjectMetadata(dst []byte, obj runtime.Object, gvk schema.GroupVersionKind, keep *Members) ([]byte, bool) {
+	dst = append(dst, '{')
+	sep := false
+	if keep.Keeps("apiVersion") || keep.Keeps("kind") {
+		if own := obj.GetObjectKind().GroupVersionKind(); !own.Empty() {
+			gvk = own
+		}
+		// Both omitted when empty, as TypeMeta's JSON omits them.
+		if keep.Keeps("apiVersion") {
+			dst, sep = appendOptString(dst, sep, "apiVersion", gvk.GroupVersion().String())
+		}
+		if keep.Keeps("kind") {
+			dst, sep = appendOptString(dst, sep, "kind", gvk.Kind)
+		}
 	}
-	// Both omitted when empty, as TypeMeta's JSON omits them.
-	dst, sep := appendOptStrings(append(dst, '{'), false, member{"apiVersion", gvk.GroupVersion().String()}, member{"kind", gvk.Kind})
+	keepMeta, ok := keep.Member("metadata")
+	if !ok {
+		return append(dst, '}'), true
+	}
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		// Unstructured metadata is written from its map, member by member, so that what
 		// the client sent (an empty labels map, say) reaches the plugin as it is stored.
@@ -99,7 +113,7 @@ func AppendObjectMetadata(dst []byte, obj runtime.Object, gvk schema.GroupVersio
 		sep = false
 		for _, k := range objectMetadataMembers() {
 			v, found := m[k]
-			if !found {
+			if !found || !keepMeta.Keeps(k) {
 				continue
 			}
 			if dst, ok = unstructuredjson.Append(appendMember(dst, sep, k), v); !ok {
@@ -114,10 +128,26 @@ func AppendObjectMetadata(dst []byte, obj runtime.Object, gvk schema.GroupVersio
 		return dst, false
 	}
 	// In ObjectMeta's order, each omitted when empty as its JSON omits it.
-	dst, sep = appendOptStrings(append(appendMember(dst, sep, "metadata"), '{'), false, member{"name", m.GetName()},
-		member{"generateName", m.GetGenerateName()}, member{"namespace", m.GetNamespace()}, member{"uid", string(m.GetUID())})
-	dst, sep = appendOptMap(dst, sep, "labels", m.GetLabels())
-	dst, _ = appendOptMap(dst, sep, "annotations", m.GetAnnotations())
+	dst, sep = append(appendMember(dst, sep, "metadata"), '{'), false
+	for _, k := range objectMetadataMembers() {
+		if !keepMeta.Keeps(k) {
+			continue
+		}
+		switch k {
+		case "name":
+			dst, sep = appendOptString(dst, sep, k, m.GetName())
+		case "generateName":
+			dst, sep = appendOptString(dst, sep, k, m.GetGenerateName())
+		case "namespace":
+			dst, sep = appendOptString(dst, sep, k, m.GetNamespace())
+		case "uid":
+			dst, sep = appendOptString(dst, sep, k, string(m.GetUID()))
+		case "labels":
+			dst, sep = appendOptMap(dst, sep, k, m.GetLabels())
+		case "annotations":
+			dst, sep = appendOptMap(dst, sep, k, m.GetAnnotations())
+		}
+	}
 	return append(dst, "}}"...), true
 }
 

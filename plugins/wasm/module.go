@@ -42,7 +42,7 @@ type moduleEntry struct {
 	opa bool
 	// regoInput is the part of the request an OPA module's policy may read, as its build
 	// recorded it (opainput.go); nil for the whole request.
-	regoInput *inputTree
+	regoInput *Members
 	refs      int // guarded by r.mu
 	ready     chan struct{}
 	err       error

@@ -312,18 +312,24 @@ func (r *Runtime) instanceOf(mod api.Module) *instance {
 
 // cString reads the NUL-terminated string at addr, at most max bytes.
 func cString(mem api.Memory, addr uint32, max int) (string, bool) {
+	b, ok := cBytes(mem, addr, max)
+	return string(b), ok
+}
+
+// cBytes is cString's bytes, read in place: valid until the guest runs again.
+func cBytes(mem api.Memory, addr uint32, max int) ([]byte, bool) {
 	size := mem.Size()
 	if addr >= size {
-		return "", false
+		return nil, false
 	}
 	b, ok := mem.Read(addr, min(size-addr, uint32(max)))
 	if !ok {
-		return "", false
+		return nil, false
 	}
 	if i := bytes.IndexByte(b, 0); i >= 0 {
-		return string(b[:i]), true
+		return b[:i], true
 	}
-	return "", false
+	return nil, false
 }
 
 // opaAbort ends the evaluation: the policy hit a runtime error (a conflict between
@@ -433,9 +439,11 @@ type opaInstance struct {
 	// ev is what the builtins of the evaluation under way share.
 	ev opaEval
 	// project is the part of the request the policy may read; nil for the whole request.
-	project *inputTree
+	project *Members
 	// projected holds the last projected request (reused: the guest copies it).
 	projected []byte
+	// allowed is the answer of a plain allow, made once (decode only reads it).
+	allowed []byte
 	// evalCtx, requestPath and reviewPath are below evalHeap: they outlive evaluations.
 	evalCtx, requestPath, reviewPath uint32
 	aborted                          string
@@ -577,11 +585,16 @@ func parseOPAConfig(raw json.RawMessage) (opaConfig, error) {
 	return cfg, nil
 }
 
+// opaRequestBuffer is the first capacity of an OPA instance's request buffer
+// (inputBuffer): a pod create's request, whole, in most clusters.
+const opaRequestBuffer = 4 << 10
+
 // initOPA sets an OPA instance up: its builtins, its entrypoint, empty data, and the
 // heap mark every evaluation starts from.
 func (in *instance) initOPA(ctx context.Context) error {
 	p := in.set.p
-	o := &opaInstance{maxOut: p.limits.MaxOutputBytes}
+	o := &opaInstance{maxOut: p.limits.MaxOutputBytes, allowed: []byte(allowedAnswer)}
+	in.reqBuf = make([]byte, 0, opaRequestBuffer)
 	for i, name := range opaExports {
 		o.fn[i] = in.mod.ExportedFunction(name)
 		o.returns[i] = len(o.fn[i].Definition().ResultTypes()) > 0
@@ -714,14 +727,14 @@ func (in *instance) callOPA(ctx context.Context, hook string, req []byte, decode
 }
 
 // result evaluates the policy on req (the request as the host encoded it) and returns the
-// result set's JSON.
+// result set's JSON, in guest memory: valid until the guest runs again.
 func (o *opaInstance) result(ctx context.Context, in *instance, req []byte) ([]byte, error) {
 	p, hook := in.set.p, in.hook
 	mem := in.mod.Memory()
 	o.aborted, o.ev = "", opaEval{now: time.Now()}
 	var addr uint32
 	size := len(req)
-	req, projected := o.request(req)
+	req, projected := o.request(req, in.shaped)
 	// opa_eval reads an input it cannot parse as undefined, where the evaluation
 	// context's opa_json_parse fails: it is given only a request the host wrote itself
 	// (the projection), which is JSON.
@@ -745,18 +758,22 @@ func (o *opaInstance) result(ctx context.Context, in *instance, req []byte) ([]b
 		}
 		return nil, in.classify(ctx, err)
 	}
-	out, ok := cString(mem, addr, p.limits.MaxOutputBytes)
+	out, ok := cBytes(mem, addr, p.limits.MaxOutputBytes)
 	if !ok {
 		return nil, &Error{Plugin: p.label, Hook: hook, Kind: ErrOutputTooLarge, Err: fmt.Errorf("result is not a string within %d bytes", p.limits.MaxOutputBytes)}
 	}
-	return []byte(out), nil
+	return out, nil
 }
 
-// answer hands the decision of a result set to decode.
+// answer hands the decision of a result set to decode: the usual one, a plain allow,
+// without making an answer for it.
 func (o *opaInstance) answer(p *Plugin, hook string, out []byte, decode func([]byte) error) error {
-	answer, err := opaDecision(o.entrypoint, out)
-	if err != nil {
-		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadOutput, Err: err}
+	answer := o.allowed
+	if !opaPlainlyAllows(out) {
+		var err error
+		if answer, err = opaDecision(o.entrypoint, out); err != nil {
+			return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadOutput, Err: err}
+		}
 	}
 	if err := decode(answer); err != nil {
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrBadOutput, Err: err}
@@ -877,8 +894,12 @@ func (o *opaInstance) eval(ctx context.Context, in *instance, req []byte) (uint3
 }
 
 // request returns the request as the policy gets it: projected to what the policy may
-// read (o.project), or whole; true when projected.
-func (o *opaInstance) request(req []byte) ([]byte, bool) {
+// read (o.project), or whole; true when projected. A request written with only those
+// members (shaped, RequestForm) is the projection already.
+func (o *opaInstance) request(req []byte, shaped bool) ([]byte, bool) {
+	if shaped {
+		return req, true
+	}
 	if o.project != nil {
 		if v := jsonview.Parse(req); v.Kind() == jsonview.Object {
 			o.projected = o.project.project(o.projected[:0], v)
@@ -903,19 +924,25 @@ func opaAllows(v jsonview.Value) bool {
 	return false
 }
 
+// opaPlainlyAllows tells whether a result set holds the usual answer — an empty set of
+// violations, a true allow rule, an undefined rule — recognised without encoding/json,
+// whose reflection is cold when a request comes (opaDecision reads every shape).
+func opaPlainlyAllows(out []byte) bool {
+	rs := jsonview.Parse(out)
+	if rs.Kind() != jsonview.Array {
+		return false
+	}
+	first := rs.Index(0)
+	return !first.Exists() || first.Kind() == jsonview.Object && opaAllows(first.Get("result"))
+}
+
 // opaDecision turns a result set into a validate answer. The entrypoint's value decides:
 // a set or array of violations (strings, or objects with "msg" as Gatekeeper's violation
 // rules give) denies when it is not empty; a boolean is an allow rule; an object with
 // "response" is kube-mgmt's AdmissionReview answer; an undefined rule allows.
 func opaDecision(entrypoint string, out []byte) ([]byte, error) {
-	// The usual answer — an empty set of violations, a true allow rule, an undefined
-	// rule — is recognised without encoding/json, whose reflection is cold when a
-	// request comes (the fallback below reads every shape).
-	if rs := jsonview.Parse(out); rs.Kind() == jsonview.Array {
-		first := rs.Index(0)
-		if !first.Exists() || first.Kind() == jsonview.Object && opaAllows(first.Get("result")) {
-			return []byte(`{"allowed":true}`), nil
-		}
+	if opaPlainlyAllows(out) {
+		return []byte(allowedAnswer), nil
 	}
 	var rs []struct {
 		Result json.RawMessage `json:"result"`

@@ -15,13 +15,16 @@ import (
 // policy may read (plugins/wasm/toolkit/regoinput, found with OPA's compiler); the host
 // then writes the policy a request holding only those subtrees, byte for byte as they
 // are in the request, so that every reference the policy makes has the value it had.
+// A validate request the admission chain writes for such a policy is written with only
+// those members in the first place (RequestForm), so the host neither writes nor reads
+// the rest.
 
-// inputTree is the part of the admission request a policy may read: for each key kept,
-// either the whole member (a nil child) or, when the member is an object, the part of it
-// kept. A nil *inputTree is the whole request.
-type inputTree struct {
+// Members is the part of a JSON document (an admission request) a module may read: for
+// each key kept, either the whole member (a nil child) or, when the member is an object,
+// the part of it kept. A nil *Members is the whole document.
+type Members struct {
 	keys []string
-	kids []*inputTree
+	kids []*Members
 	// request and review, at the root, tell whether the policy reads input.request and
 	// input.review: an input written as one JSON text (evalOnce) holds only those it
 	// reads, so that the request is not parsed twice for a policy that reads it under
@@ -39,7 +42,7 @@ type regoInputRecord struct {
 // read, or nil for the whole request: a module without the record (built by `opa build`
 // directly), or whose record says the whole input. A record that does not read is an
 // error: the module is broken, and guessing could hide members the policy reads.
-func readRegoInput(wasm []byte) (*inputTree, error) {
+func readRegoInput(wasm []byte) (*Members, error) {
 	payload, found, err := customSection(wasm, abi.RegoInputSection)
 	if err != nil || !found {
 		return nil, err
@@ -51,7 +54,7 @@ func readRegoInput(wasm []byte) (*inputTree, error) {
 	if rec.Whole != "" || rec.Paths == nil {
 		return nil, nil
 	}
-	t := &inputTree{}
+	t := &Members{}
 	for _, path := range rec.Paths {
 		if len(path) == 0 {
 			return nil, nil
@@ -74,8 +77,20 @@ func readRegoInput(wasm []byte) (*inputTree, error) {
 	return t, nil
 }
 
+// MembersOf returns the members at the paths given (each a list of keys from the
+// document's root, none empty), each kept whole below its last key.
+func MembersOf(paths ...[]string) *Members {
+	t := &Members{}
+	for _, path := range paths {
+		if len(path) > 0 {
+			t.add(path)
+		}
+	}
+	return t
+}
+
 // add keeps the member at path whole.
-func (t *inputTree) add(path []string) {
+func (t *Members) add(path []string) {
 	for i, k := range t.keys {
 		if k != path[0] {
 			continue
@@ -94,7 +109,7 @@ func (t *inputTree) add(path []string) {
 		t.kids = append(t.kids, nil)
 		return
 	}
-	kid := &inputTree{}
+	kid := &Members{}
 	kid.add(path[1:])
 	t.kids = append(t.kids, kid)
 }
@@ -103,7 +118,7 @@ func (t *inputTree) add(path []string) {
 // the request has it (duplicate keys included, in their order). A member t descends into
 // that is not an object is kept whole: a policy's reference below it is undefined either
 // way.
-func (t *inputTree) project(dst []byte, obj jsonview.Value) []byte {
+func (t *Members) project(dst []byte, obj jsonview.Value) []byte {
 	dst = append(dst, '{')
 	n := 0
 	for k, v := range obj.Members() {
@@ -126,7 +141,26 @@ func (t *inputTree) project(dst []byte, obj jsonview.Value) []byte {
 	return append(dst, '}')
 }
 
-func (t *inputTree) index(k jsonview.Value) int {
+// Member tells whether t keeps the member name, and returns the part of it kept: nil
+// for the whole member. A nil t keeps every member whole.
+func (t *Members) Member(name string) (*Members, bool) {
+	if t == nil {
+		return nil, true
+	}
+	i := slices.Index(t.keys, name)
+	if i < 0 {
+		return nil, false
+	}
+	return t.kids[i], true
+}
+
+// Keeps tells whether t keeps any of the member name.
+func (t *Members) Keeps(name string) bool {
+	_, ok := t.Member(name)
+	return ok
+}
+
+func (t *Members) index(k jsonview.Value) int {
 	for i, key := range t.keys {
 		if k.Is(key) {
 			return i
@@ -167,7 +201,7 @@ func customSection(wasm []byte, name string) ([]byte, bool, error) {
 // plain code, but still member by member), cold when a request comes; the metadata
 // document is a few members whatever the kind: for a policy about names, labels or
 // annotations, most of what is left of a call once OPA parses only those.
-func (t *inputTree) metadataSuffices() bool {
+func (t *Members) metadataSuffices() bool {
 	for i, k := range t.keys {
 		if k != "object" && k != "oldObject" {
 			continue

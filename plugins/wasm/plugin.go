@@ -299,6 +299,7 @@ func (p *Plugin) invoke(ctx context.Context, hook string, build func(*instance) 
 		return &Error{Plugin: p.label, Hook: hook, Kind: ErrTimeout, Err: fmt.Errorf("waiting for one of the host's %d call slots: %w", cap(p.r.calls), err)}
 	}
 	defer func() { <-p.r.calls }()
+	in.shaped = false
 	req, err := build(in)
 	if err != nil {
 		s.put(ctx, in, false)

@@ -45,7 +45,7 @@ type EncodedCaller interface {
 	// ValidateJSON calls validate with the request build appends to dst for the module
 	// that answers, its objects in the form the module asked for (ABI §7.1). dst may be
 	// the module's own input buffer, so that the request is written once.
-	ValidateJSON(ctx context.Context, build func(dst []byte, form wasm.ObjectForm) ([]byte, error)) (*abi.ValidateResponse, error)
+	ValidateJSON(ctx context.Context, build func(dst []byte, form wasm.RequestForm) ([]byte, error)) (*abi.ValidateResponse, error)
 }
 
 // Plugin adapts one WASM plugin to the admission chain.
@@ -77,7 +77,7 @@ func (p *Plugin) Reinvoke() bool { return !p.NoReinvocation }
 func (p *Plugin) Admit(ctx context.Context, a *admission.Attributes) error {
 	var resp *abi.MutateResponse
 	if c, ok := p.Caller.(EncodedCaller); ok {
-		req, err := p.requestJSON(a, wasm.WholeObjects)
+		req, err := p.requestJSON(a, wasm.RequestForm{})
 		if err != nil {
 			return apierrors.NewInternalError(err)
 		}
@@ -146,7 +146,7 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 // validateEncoded calls c.ValidateJSON with a's request; encErr is the request's encoding
 // error, err the call's.
 func (p *Plugin) validateEncoded(ctx context.Context, c EncodedCaller, a *admission.Attributes) (resp *abi.ValidateResponse, encErr, err error) {
-	resp, err = c.ValidateJSON(ctx, func(dst []byte, form wasm.ObjectForm) ([]byte, error) {
+	resp, err = c.ValidateJSON(ctx, func(dst []byte, form wasm.RequestForm) ([]byte, error) {
 		req, err := p.appendRequest(dst, a, form)
 		encErr = err
 		return req, err
@@ -158,7 +158,7 @@ func (p *Plugin) validateEncoded(ctx context.Context, c EncodedCaller, a *admiss
 // builder and what it captures stay on the stack: through the interface they are
 // allocated on every call.
 func (p *Plugin) validateWasm(ctx context.Context, wp *wasm.Plugin, a *admission.Attributes) (resp *abi.ValidateResponse, encErr, err error) {
-	resp, err = wp.ValidateJSON(ctx, func(dst []byte, form wasm.ObjectForm) ([]byte, error) {
+	resp, err = wp.ValidateJSON(ctx, func(dst []byte, form wasm.RequestForm) ([]byte, error) {
 		req, err := p.appendRequest(dst, a, form)
 		encErr = err
 		return req, err
@@ -205,24 +205,30 @@ type memoKey struct{ form wasm.ObjectForm }
 const uidPrefix = `{"uid":"`
 
 // requestJSON returns the JSON of request(a), as encoding/json writes it (appendRequest).
-func (p *Plugin) requestJSON(a *admission.Attributes, form wasm.ObjectForm) ([]byte, error) {
+func (p *Plugin) requestJSON(a *admission.Attributes, form wasm.RequestForm) ([]byte, error) {
 	return p.appendRequest(nil, a, form)
 }
 
 // appendRequest appends the JSON of request(a) to dst. Everything after the uid is encoded
 // once per admission phase and shared by the plugins that see the request (the chain drops
 // it when a plugin changes the object); each call still gets a uid of its own, as each
-// webhook call does in Kubernetes.
-func (p *Plugin) appendRequest(dst []byte, a *admission.Attributes, form wasm.ObjectForm) ([]byte, error) {
+// webhook call does in Kubernetes. A request for a module that reads only some of its
+// members (form.Members) is written with those alone, for that module.
+func (p *Plugin) appendRequest(dst []byte, a *admission.Attributes, form wasm.RequestForm) ([]byte, error) {
+	if form.Members != nil {
+		return p.appendMembers(dst, a, form)
+	}
 	if !a.Memoizing() {
 		// Nothing to share it with (a lone validating plugin): the body is written once,
 		// where the plugin reads it, rather than on the heap and then copied.
 		if dst == nil {
 			dst = make([]byte, 0, 1024)
 		}
-		return appendBody(p.appendUID(dst), a, form)
+		return appendBody(p.appendUID(dst), a, form.Objects, nil)
 	}
-	shared, err := a.Shared(memoKey{form}, func() (any, error) { return appendBody(make([]byte, 0, 1024), a, form) })
+	shared, err := a.Shared(memoKey{form.Objects}, func() (any, error) {
+		return appendBody(make([]byte, 0, 1024), a, form.Objects, nil)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -231,6 +237,28 @@ func (p *Plugin) appendRequest(dst []byte, a *admission.Attributes, form wasm.Ob
 		dst = make([]byte, 0, len(uidPrefix)+uuidLen+1+len(body))
 	}
 	return append(p.appendUID(dst), body...), nil
+}
+
+// appendMembers appends the JSON of request(a) with only the members form.Members keeps,
+// as RequestForm describes it: the request's first member, after the brace, has no comma
+// before it, and which one it is depends on what is kept.
+func (p *Plugin) appendMembers(dst []byte, a *admission.Attributes, form wasm.RequestForm) ([]byte, error) {
+	if dst == nil {
+		dst = make([]byte, 0, 256)
+	}
+	open := len(dst)
+	dst = append(dst, '{')
+	if form.Members.Keeps("uid") {
+		dst = append(p.uids.append(append(dst, `,"uid":"`...)), '"')
+	}
+	dst, err := appendBody(dst, a, form.Objects, form.Members)
+	if err != nil {
+		return nil, err
+	}
+	if dst[open+1] == ',' {
+		dst = append(dst[:open+1], dst[open+2:]...)
+	}
+	return dst, nil
 }
 
 // appendUID appends the request's first member, the call's own uid, without the comma
@@ -272,19 +300,27 @@ func (u *uidSource) append(dst []byte) []byte {
 	return dst
 }
 
-// appendBody appends the members of request(a) after the uid, from the comma before
-// "kind" to the closing brace: the objects are spliced in rather than copied by a second
-// pass of encoding/json over a RawMessage, and compact pods are written in place.
-func appendBody(dst []byte, a *admission.Attributes, form wasm.ObjectForm) ([]byte, error) {
-	body := appendHead(dst, a)
-	var err error
-	if body, err = appendObject(body, `,"object":`, a.Object, a, form); err != nil {
-		return nil, err
+// appendBody appends the members of request(a) after the uid that keep keeps (all for a
+// nil keep), from the comma before "kind" to the closing brace: the objects are spliced
+// in rather than copied by a second pass of encoding/json over a RawMessage, and compact
+// pods are written in place.
+func appendBody(dst []byte, a *admission.Attributes, form wasm.ObjectForm, keep *wasm.Members) ([]byte, error) {
+	body := appendHead(dst, a, keep)
+	for _, o := range [...]struct {
+		name   string
+		member string
+		obj    runtime.Object
+	}{{"object", `,"object":`, a.Object}, {"oldObject", `,"oldObject":`, a.OldObject}} {
+		kid, ok := keep.Member(o.name)
+		if !ok {
+			continue
+		}
+		var err error
+		if body, err = appendObject(body, o.member, o.obj, a, form, kid); err != nil {
+			return nil, err
+		}
 	}
-	if body, err = appendObject(body, `,"oldObject":`, a.OldObject, a, form); err != nil {
-		return nil, err
-	}
-	if a.DryRun {
+	if a.DryRun && keep.Keeps("dryRun") {
 		body = append(body, `,"dryRun":true`...)
 	}
 	return append(body, '}'), nil
@@ -292,11 +328,11 @@ func appendBody(dst []byte, a *admission.Attributes, form wasm.ObjectForm) ([]by
 
 // appendObject appends member and obj as encode renders it, or in the smaller form a
 // plugin asked for (a fraction of the bytes to write and to read): any object as its
-// object metadata document (ABI §7.3), a Pod as its compact pod document (§7.5); nothing
-// if obj is nil.
-func appendObject(dst []byte, member string, obj runtime.Object, a *admission.Attributes, form wasm.ObjectForm) ([]byte, error) {
+// object metadata document (ABI §7.3) with the members keep keeps, a Pod as its compact
+// pod document (§7.5); nothing if obj is nil.
+func appendObject(dst []byte, member string, obj runtime.Object, a *admission.Attributes, form wasm.ObjectForm, keep *wasm.Members) ([]byte, error) {
 	if form == wasm.ObjectMetadata && obj != nil && !reflect.ValueOf(obj).IsNil() {
-		if out, ok := wasm.AppendObjectMetadata(append(dst, member...), obj, a.Kind); ok {
+		if out, ok := wasm.AppendObjectMetadata(append(dst, member...), obj, a.Kind, keep); ok {
 			return out, nil
 		}
 	}
@@ -317,21 +353,29 @@ func appendObject(dst []byte, member string, obj runtime.Object, a *admission.At
 // appendHead writes abi.AdmissionRequest's members from "kind" to "userInfo", after a
 // comma, as encoding/json writes them (TestRequestJSON compares the two): written by hand
 // because encoding/json's reflection is cold when a request comes.
-func appendHead(dst []byte, a *admission.Attributes) []byte {
+func appendHead(dst []byte, a *admission.Attributes, keep *wasm.Members) []byte {
 	str := wasm.AppendJSONString
-	dst = str(append(dst, `,"kind":{"group":`...), a.Kind.Group)
-	dst = str(append(dst, `,"version":`...), a.Kind.Version)
-	dst = str(append(dst, `,"kind":`...), a.Kind.Kind)
-	dst = str(append(dst, `},"resource":{"group":`...), a.Resource.Group)
-	dst = str(append(dst, `,"version":`...), a.Resource.Version)
-	dst = str(append(dst, `,"resource":`...), a.Resource.Resource)
-	dst = append(dst, '}')
+	if keep.Keeps("kind") {
+		dst = str(append(dst, `,"kind":{"group":`...), a.Kind.Group)
+		dst = str(append(dst, `,"version":`...), a.Kind.Version)
+		dst = append(str(append(dst, `,"kind":`...), a.Kind.Kind), '}')
+	}
+	if keep.Keeps("resource") {
+		dst = str(append(dst, `,"resource":{"group":`...), a.Resource.Group)
+		dst = str(append(dst, `,"version":`...), a.Resource.Version)
+		dst = append(str(append(dst, `,"resource":`...), a.Resource.Resource), '}')
+	}
 	for _, m := range []struct{ name, v string }{{"subResource", a.Subresource}, {"name", a.Name}, {"namespace", a.Namespace}} {
-		if m.v != "" {
+		if m.v != "" && keep.Keeps(m.name) {
 			dst = str(append(append(append(dst, `,"`...), m.name...), `":`...), m.v)
 		}
 	}
-	dst = str(append(dst, `,"operation":`...), string(a.Operation))
+	if keep.Keeps("operation") {
+		dst = str(append(dst, `,"operation":`...), string(a.Operation))
+	}
+	if !keep.Keeps("userInfo") {
+		return dst
+	}
 	u := &a.User
 	dst = str(append(dst, `,"userInfo":{"username":`...), u.Name)
 	if u.UID != "" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -57,9 +58,19 @@ type encodedCaller struct {
 	mutateFn func(req []byte) abi.MutateResponse
 	// raw are the requests received, in order.
 	raw [][]byte
-	// form is what the module asked for in its configure answer.
-	form wasm.ObjectForm
+	// form is what the module asked for in its configure answer, and members what of
+	// the request it reads (nil: all of it).
+	form    wasm.ObjectForm
+	members *wasm.Members
 }
+
+// The adapter finds the encoded path by a type assertion: a test caller that fell out of
+// step with the interface would quietly test the other path.
+var (
+	_ wasmadmission.EncodedCaller = (*encodedCaller)(nil)
+	_ wasmadmission.EncodedCaller = (*uidRecorder)(nil)
+	_ wasmadmission.EncodedCaller = allowingCaller{}
+)
 
 func (c *encodedCaller) MutateJSON(_ context.Context, req []byte) (*abi.MutateResponse, error) {
 	c.raw = append(c.raw, req)
@@ -70,8 +81,8 @@ func (c *encodedCaller) MutateJSON(_ context.Context, req []byte) (*abi.MutateRe
 	return &c.mutate, c.err
 }
 
-func (c *encodedCaller) ValidateJSON(_ context.Context, build func(dst []byte, form wasm.ObjectForm) ([]byte, error)) (*abi.ValidateResponse, error) {
-	req, err := build(nil, c.form)
+func (c *encodedCaller) ValidateJSON(_ context.Context, build func(dst []byte, form wasm.RequestForm) ([]byte, error)) (*abi.ValidateResponse, error) {
+	req, err := build(nil, wasm.RequestForm{Objects: c.form, Members: c.members})
 	if err != nil {
 		return nil, err
 	}
@@ -79,10 +90,10 @@ func (c *encodedCaller) ValidateJSON(_ context.Context, build func(dst []byte, f
 	return &c.validate, c.err
 }
 
-// TestRequestJSON checks that the encoded request is, byte for byte, what encoding/json
-// writes for the request a plain Caller receives.
-func TestRequestJSON(t *testing.T) {
-	variants := map[string]func(a *admission.Attributes){
+// requestVariants are changes to attrs() that reach every member of a request: each
+// operation, a subresource, odd names and users, dry runs, typed objects.
+func requestVariants() map[string]func(a *admission.Attributes) {
+	return map[string]func(a *admission.Attributes){
 		"create": func(*admission.Attributes) {},
 		"update": func(a *admission.Attributes) {
 			a.Operation, a.Subresource = admission.Update, "status"
@@ -101,7 +112,12 @@ func TestRequestJSON(t *testing.T) {
 			a.Object.(*corev1.Pod).TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 		},
 	}
-	for name, change := range variants {
+}
+
+// TestRequestJSON checks that the encoded request is, byte for byte, what encoding/json
+// writes for the request a plain Caller receives.
+func TestRequestJSON(t *testing.T) {
+	for name, change := range requestVariants() {
 		t.Run(name, func(t *testing.T) {
 			plain, enc := &caller{validate: abi.ValidateResponse{Allowed: true}}, &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}}
 			for _, c := range []wasmadmission.Caller{plain, enc} {
@@ -126,6 +142,125 @@ func TestRequestJSON(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRequestMembers: a request written with only the members a policy reads
+// (RequestForm.Members, a recorded Rego policy's reads) holds, at every path the policy
+// reads, what the whole request holds there, and nothing else down to the members of the
+// objects' metadata; the other members, and those of metadata, it holds whole.
+func TestRequestMembers(t *testing.T) {
+	variants := requestVariants()
+	variants["config map, escapes"] = func(a *admission.Attributes) {
+		a.Kind, a.Resource = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+		a.Object = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", GenerateName: "c-", UID: "u-1",
+			Labels: map[string]string{"a<b": "x&y", "team": "é\u2028"}, Annotations: map[string]string{"note": `"quoted"`}}, Data: map[string]string{"k": "v"}}
+	}
+	variants["custom object, update"] = func(a *admission.Attributes) {
+		a.Kind, a.Resource = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+		a.Object = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget", "spec": map[string]any{"size": int64(3)},
+			"metadata": map[string]any{"name": "w", "labels": map[string]any{}, "annotations": map[string]any{"team": "t"}, "resourceVersion": "7"}}}
+		a.Operation, a.OldObject = admission.Update, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget"}}
+	}
+	reads := []struct {
+		name  string
+		paths [][]string
+	}{
+		{"labels", [][]string{{"object", "metadata", "labels"}}},
+		{"one label", [][]string{{"object", "metadata", "labels", "team"}}},
+		{"old and new names", [][]string{{"object", "metadata", "name"}, {"object", "metadata", "generateName"}, {"oldObject", "metadata", "name"}, {"oldObject", "metadata", "generateName"}}},
+		{"kinds", [][]string{{"object", "apiVersion"}, {"object", "kind"}, {"kind"}}},
+		{"all the metadata document", [][]string{{"object", "metadata"}, {"oldObject"}}},
+		{"who and how", [][]string{{"operation"}, {"userInfo", "username"}, {"uid"}, {"dryRun"}, {"namespace"}, {"name"}, {"subResource"}, {"resource"}}},
+		{"uid and annotations", [][]string{{"uid"}, {"object", "metadata", "annotations"}, {"object", "metadata", "uid"}}},
+		{"nothing", nil},
+	}
+	for name, change := range variants {
+		for _, rd := range reads {
+			t.Run(name+"/"+rd.name, func(t *testing.T) {
+				members := wasm.MembersOf(rd.paths...)
+				full := &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, form: wasm.ObjectMetadata}
+				kept := &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, form: wasm.ObjectMetadata, members: members}
+				var docs []map[string]any
+				for _, c := range []*encodedCaller{full, kept} {
+					a := attrs()
+					change(a)
+					if err := (&wasmadmission.Plugin{PluginName: "p", Caller: c}).Validate(context.Background(), a); err != nil {
+						t.Fatal(err)
+					}
+					var doc map[string]any
+					if err := json.Unmarshal(c.raw[0], &doc); err != nil {
+						t.Fatalf("%s: %v", c.raw[0], err)
+					}
+					// Each call has a uid of its own.
+					if uid, ok := doc["uid"].(string); ok {
+						doc["uid"] = len(uid) == 36
+					}
+					docs = append(docs, doc)
+				}
+				if got, want := pick(docs[1], rd.paths), pick(docs[0], rd.paths); !reflect.DeepEqual(got, want) {
+					t.Errorf("at the paths read, the request written with their members alone has\n%v\nthe whole request\n%v\n(written: %s)", got, want, kept.raw[0])
+				}
+				if extra := unkept(docs[1], members); extra != "" {
+					t.Errorf("written with %s, which is not read: %s", extra, kept.raw[0])
+				}
+			})
+		}
+	}
+}
+
+// pick returns what doc holds at each of paths, as a document of those paths alone.
+func pick(doc map[string]any, paths [][]string) map[string]any {
+	out := map[string]any{}
+	for _, path := range paths {
+		var v any = doc
+		for _, k := range path {
+			m, ok := v.(map[string]any)
+			if !ok {
+				v = nil
+				break
+			}
+			v = m[k]
+		}
+		if v == nil {
+			continue
+		}
+		dst := out
+		for _, k := range path[:len(path)-1] {
+			next, ok := dst[k].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				dst[k] = next
+			}
+			dst = next
+		}
+		dst[path[len(path)-1]] = v
+	}
+	return out
+}
+
+// unkept names a member of the request doc that members does not keep, or of its
+// objects or their metadata; "" if none. The other members are written whole.
+func unkept(doc map[string]any, members *wasm.Members) string {
+	return unkeptBelow(doc, members, func(path []string) bool {
+		return len(path) == 1 && (path[0] == "object" || path[0] == "oldObject") || len(path) == 2 && path[1] == "metadata"
+	}, nil)
+}
+
+// unkeptBelow is unkept for the member at path, descending where descend says.
+func unkeptBelow(doc map[string]any, members *wasm.Members, descend func(path []string) bool, path []string) string {
+	for k, v := range doc {
+		kid, ok := members.Member(k)
+		if !ok {
+			return strings.Join(append(path, k), ".")
+		}
+		sub := append(slices.Clone(path), k)
+		if m, isMap := v.(map[string]any); isMap && kid != nil && descend(sub) {
+			if extra := unkeptBelow(m, kid, descend, sub); extra != "" {
+				return extra
+			}
+		}
+	}
+	return ""
 }
 
 // TestRequestUIDs checks the uids the adapter gives calls: each call's is its own and a
@@ -191,8 +326,8 @@ func (r *uidRecorder) MutateJSON(context.Context, []byte) (*abi.MutateResponse, 
 	return &abi.MutateResponse{Allowed: true}, nil
 }
 
-func (r *uidRecorder) ValidateJSON(_ context.Context, build func(dst []byte, form wasm.ObjectForm) ([]byte, error)) (*abi.ValidateResponse, error) {
-	raw, err := build(nil, wasm.CompactPods)
+func (r *uidRecorder) ValidateJSON(_ context.Context, build func(dst []byte, form wasm.RequestForm) ([]byte, error)) (*abi.ValidateResponse, error) {
+	raw, err := build(nil, wasm.RequestForm{Objects: wasm.CompactPods})
 	if err != nil {
 		return nil, err
 	}
@@ -600,8 +735,8 @@ func (allowingCaller) MutateJSON(context.Context, []byte) (*abi.MutateResponse, 
 	return &abi.MutateResponse{Allowed: true}, nil
 }
 
-func (c allowingCaller) ValidateJSON(_ context.Context, build func(dst []byte, form wasm.ObjectForm) ([]byte, error)) (*abi.ValidateResponse, error) {
-	if _, err := build(nil, c.form); err != nil {
+func (c allowingCaller) ValidateJSON(_ context.Context, build func(dst []byte, form wasm.RequestForm) ([]byte, error)) (*abi.ValidateResponse, error) {
+	if _, err := build(nil, wasm.RequestForm{Objects: c.form}); err != nil {
 		return nil, err
 	}
 	return &abi.ValidateResponse{Allowed: true}, nil

@@ -80,6 +80,11 @@ func TestRegoRecordedInput(t *testing.T) {
 			a.Kind, a.Resource = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 			a.Object = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "ns", Labels: map[string]string{"team": "t", "owner": "o"}}}
 		}},
+		{"a dry run by alice, of a config map", func(a *admission.Attributes) {
+			a.DryRun, a.User = true, admission.UserInfo{Name: "alice", Groups: []string{"dev"}}
+			a.Kind, a.Resource = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+			a.Name, a.Object = "cm", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "ns", Labels: map[string]string{"owner": "o"}}}
+		}},
 		{"a custom object", func(a *admission.Attributes) {
 			a.Kind, a.Resource = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
 			a.Object = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
@@ -105,6 +110,12 @@ import rego.v1
 deny contains "no owner annotation" if not input.review.object.metadata.annotations.owner
 deny contains sprintf("generated %s %s", [input.review.object.apiVersion, input.review.object.kind]) if input.review.object.metadata.generateName
 deny contains "empty labels" if count(input.review.object.metadata.labels) == 0`, ``, wasm.ObjectMetadata},
+		{"the request's own members", `package request
+import rego.v1
+deny contains sprintf("%s by %s", [input.review.operation, input.review.userInfo.username]) if input.review.object.metadata.labels.owner
+deny contains "a dry run" if input.review.dryRun
+deny contains sprintf("%s %s/%s", [input.review.kind.kind, input.review.namespace, input.review.name]) if input.review.resource.resource == "configmaps"
+deny contains "no uid" if count(input.review.uid) != 36`, ``, wasm.ObjectMetadata},
 		{"images", `package images
 import rego.v1
 deny contains sprintf("%s uses latest", [c.name]) if {

@@ -223,7 +223,7 @@ func objectDocument(raw json.RawMessage, form wasm.ObjectForm) (json.RawMessage,
 	if err := json.Unmarshal(raw, &u.Object); err != nil {
 		return nil, fmt.Errorf("object: %w", err)
 	}
-	doc, ok := wasm.AppendObjectMetadata(nil, &u, schema.GroupVersionKind{})
+	doc, ok := wasm.AppendObjectMetadata(nil, &u, schema.GroupVersionKind{}, nil)
 	if !ok {
 		return raw, nil
 	}
