@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/wasmplane/wasmplane/core/admission"
@@ -152,6 +153,28 @@ deny contains "unlabelled" if not input.review.object.metadata.labels`, ``, wasm
 			if len(distinct) < 2 {
 				t.Errorf("one answer to every request, %v: the table does not exercise the policy", distinct)
 			}
+			// Calls at once, on the pool's instances, each get their own request's answer:
+			// an instance's request buffer serves one call at a time.
+			want := make([]string, len(requests))
+			for i, rq := range requests {
+				a := serverPodAttrs()
+				rq.change(a)
+				want[i] = fmt.Sprint(recorded.Validate(ctx, a))
+			}
+			var wg sync.WaitGroup
+			for g := range 4 {
+				wg.Go(func() {
+					for k := range 3 * len(requests) {
+						i := (g + k) % len(requests)
+						a := serverPodAttrs()
+						requests[i].change(a)
+						if got := fmt.Sprint(recorded.Validate(ctx, a)); got != want[i] {
+							t.Errorf("%s, called at once with others: %q, alone %q", requests[i].name, got, want[i])
+						}
+					}
+				})
+			}
+			wg.Wait()
 		})
 	}
 }
