@@ -82,15 +82,15 @@ func AppendCompactPod(dst []byte, p *corev1.Pod) ([]byte, error) {
 func AppendObjectMetadata(dst []byte, obj runtime.Object, gvk schema.GroupVersionKind, keep *Members) ([]byte, bool) {
 	dst = append(dst, '{')
 	sep := false
-	if keep.Keeps("apiVersion") || keep.Keeps("kind") {
+	if apiVersion, kind := keep.Keeps("apiVersion"), keep.Keeps("kind"); apiVersion || kind {
 		if own := obj.GetObjectKind().GroupVersionKind(); !own.Empty() {
 			gvk = own
 		}
 		// Both omitted when empty, as TypeMeta's JSON omits them.
-		if keep.Keeps("apiVersion") {
+		if apiVersion {
 			dst, sep = appendOptString(dst, sep, "apiVersion", gvk.GroupVersion().String())
 		}
-		if keep.Keeps("kind") {
+		if kind {
 			dst, sep = appendOptString(dst, sep, "kind", gvk.Kind)
 		}
 	}
