@@ -100,18 +100,25 @@ type RequestForm struct {
 	// Objects is the form of the request's object and oldObject.
 	Objects ObjectForm
 	// Members, when not nil, are the only parts of the request the module reads (a
-	// Rego build's record of its policy's reads, given with ObjectMetadata only): the
-	// request is written with the members it keeps, in the request's order, each
-	// whole but object and oldObject, of whose object metadata documents only the
-	// members it keeps are written (each of those whole).
+	// Rego build's record of its policy's reads, given with ObjectMetadata only, or
+	// the reads a module declared in its configure answer): the request is written
+	// with the members it keeps, in the request's order, each whole but object and
+	// oldObject, of whose object metadata or compact pod documents only the members it
+	// keeps are written (each of those whole, and of a compact pod's metadata and spec
+	// too); objects in other forms are written whole.
 	Members *Members
 }
 
 // requestForm is the form in which the instance's module wants a validate request.
 func (in *instance) requestForm() RequestForm {
 	f := RequestForm{Objects: objectForm(in.set.flags)}
-	if in.opa != nil && f.Objects == ObjectMetadata {
-		f.Members = in.opa.project
+	switch {
+	case in.opa != nil:
+		if f.Objects == ObjectMetadata {
+			f.Members = in.opa.project
+		}
+	default:
+		f.Members = in.set.reads
 	}
 	return f
 }

@@ -135,18 +135,27 @@ func checkGuestBytes(t *testing.T, in *instance) {
 }
 
 // TestValidateObjectForm: the form in which a module's configure answer asks for objects
-// (ABI §7.1) reaches ValidateJSON's build; object metadata wins over compact pods.
+// (ABI §7.1) reaches ValidateJSON's build, object metadata winning over compact pods, and
+// so do the request members it says it reads; reads that name no request member fail
+// the load.
 func TestValidateObjectForm(t *testing.T) {
 	r, _ := newTestRuntime(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
-		answer string
-		want   ObjectForm
+		answer  string
+		want    ObjectForm
+		keeps   [][]string // members the build is told are read; nil: the whole request
+		drops   []string
+		wantErr string
 	}{
-		{`{}`, WholeObjects},
-		{`{"compactPods":true}`, CompactPods},
-		{`{"objectMetadata":true}`, ObjectMetadata},
-		{`{"compactPods":true,"objectMetadata":true}`, ObjectMetadata},
+		{answer: `{}`, want: WholeObjects},
+		{answer: `{"compactPods":true}`, want: CompactPods},
+		{answer: `{"objectMetadata":true}`, want: ObjectMetadata},
+		{answer: `{"compactPods":true,"objectMetadata":true}`, want: ObjectMetadata},
+		{answer: `{"compactPods":true,"reads":["operation","object.spec.containers"]}`, want: CompactPods,
+			keeps: [][]string{{"operation"}, {"object", "spec", "containers"}}, drops: []string{"uid", "userInfo", "oldObject"}},
+		{answer: `{"reads":["object"]}`, want: WholeObjects, keeps: [][]string{{"object", "spec"}}, drops: []string{"operation"}},
+		{answer: `{"reads":["spec.containers"]}`, wantErr: `configure answer: reads[0] "spec.containers": "spec" is not a member of a validate request`},
 	} {
 		t.Run(tc.answer, func(t *testing.T) {
 			// checkEndsWAT with a configure hook that answers tc.answer from its data.
@@ -154,23 +163,40 @@ func TestValidateObjectForm(t *testing.T) {
 			src := strings.Replace(checkEndsWAT, `(data (i32.const 64)`, fmt.Sprintf(`(data (i32.const 256) "%s")
   (func (export "configure") (param i32 i32) (result i64) (i64.const %d))
   (data (i32.const 64)`, answer, 256<<32|int64(len(tc.answer))), 1)
+			if tc.wantErr != "" {
+				wasm := wasmtest.WATSource(t, src)
+				m, err := r.Compile(ctx, wasm, Digest(wasm))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close(ctx)
+				_, err = r.Load(ctx, m, PluginConfig{Name: "bad-reads"})
+				if KindOf(err) != ErrInvalidModule || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("load: %v (%v), want %v saying %q", err, KindOf(err), ErrInvalidModule, tc.wantErr)
+				}
+				return
+			}
 			p := load(t, r, wasmtest.WATSource(t, src), PluginConfig{})
 			if got := p.ObjectForm(); got != tc.want {
 				t.Fatalf("ObjectForm() = %v, want %v", got, tc.want)
 			}
-			var got ObjectForm
+			var got RequestForm
 			if _, err := p.ValidateJSON(ctx, func(dst []byte, form RequestForm) ([]byte, error) {
-				if form.Members != nil {
-					t.Errorf("build got members %v for a module that is not a Rego policy", form.Members)
-				}
-				got = form.Objects
+				got = form
 				return append(dst, "{}"...), nil
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if got != tc.want {
-				t.Fatalf("build got %v, want %v", got, tc.want)
+			if got.Objects != tc.want {
+				t.Fatalf("build got %v, want %v", got.Objects, tc.want)
 			}
+			if tc.keeps == nil {
+				if got.Members != nil {
+					t.Fatalf("build got members %v for a module that declared no reads", got.Members)
+				}
+				return
+			}
+			checkKeeps(t, got.Members, tc.keeps, tc.drops)
 		})
 	}
 }

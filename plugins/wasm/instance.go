@@ -155,16 +155,20 @@ func (s *instanceSet) newInstance(ctx context.Context) (_ *instance, err error) 
 			}
 			return nil, err
 		}
-		in.setFlags(resp)
+		reads, err := declaredReads(resp.Reads)
+		if err != nil {
+			return nil, &Error{Plugin: p.label, Hook: abi.HookConfigure, Kind: ErrInvalidModule, Err: fmt.Errorf("configure answer: %w", err)}
+		}
+		in.setFlags(resp, reads)
 	}
 	in.lastMem = in.mem.size()
 	p.r.metrics.instanceAdded(p, in.lastMem)
 	return in, nil
 }
 
-func (in *instance) setFlags(resp abi.ConfigureResponse) {
+func (in *instance) setFlags(resp abi.ConfigureResponse, reads *Members) {
 	s := in.set
-	s.flagsOnce.Do(func() { s.flags = resp })
+	s.flagsOnce.Do(func() { s.flags, s.reads = resp, reads })
 	if resp.NodeTable {
 		in.table = newNodeTable(resp.Packed)
 	}

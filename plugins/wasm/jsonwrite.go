@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,30 +27,47 @@ import (
 // CompactPodJSON returns the compact pod document of p (ABI §7.5) as JSON: the bytes
 // json.Marshal writes for CompactPod(p).
 func CompactPodJSON(p *corev1.Pod) ([]byte, error) {
-	return AppendCompactPod(make([]byte, 0, 512), p)
+	return AppendCompactPod(make([]byte, 0, 512), p, nil)
 }
 
 // AppendCompactPod appends the compact pod document of p (ABI §7.5), the bytes
 // json.Marshal writes for CompactPod(p), reading the Pod itself: a validating plugin's
 // first call on a create encodes it with the CPU's caches cold, where each object
 // allocated on the way (the abi.Pod, its containers and tolerations, the quantity maps)
-// costs a cache miss or more.
-func AppendCompactPod(dst []byte, p *corev1.Pod) ([]byte, error) {
-	dst = append(dst, `{"apiVersion":"v1","kind":"Pod","metadata":{`...)
-	m := &p.ObjectMeta
-	dst, sep := appendOptStrings(dst, false,
-		member{"name", m.Name}, member{"namespace", m.Namespace}, member{"uid", string(m.UID)}, member{"resourceVersion", m.ResourceVersion})
-	dst, sep = appendOptMap(dst, sep, "labels", m.Labels)
-	dst, _ = appendOptMapExcept(dst, sep, "annotations", m.Annotations, lastApplied)
-	s := &p.Spec
-	dst, sep = appendSpecHead(append(dst, `},"spec":`...), s.NodeName, s.NodeSelector, s.SchedulerName, s.PriorityClassName, s.Priority)
-	// CompactPod never leaves containers nil: a pod without any has [].
-	dst = appendCoreContainers(appendMember(dst, sep, "containers"), s.Containers)
-	if len(s.InitContainers) > 0 {
-		dst = appendCoreContainers(appendMember(dst, true, "initContainers"), s.InitContainers)
+// costs a cache miss or more. Only the members keep keeps are written (a nil keep keeps
+// them all): of the document, its metadata and its spec, each member kept is written
+// whole, as in the whole document.
+func AppendCompactPod(dst []byte, p *corev1.Pod, keep *Members) ([]byte, error) {
+	dst = append(dst, '{')
+	sep := false
+	if keep.Keeps("apiVersion") {
+		dst, sep = appendMember(dst, sep, "apiVersion"), true
+		dst = append(dst, `"v1"`...)
 	}
-	if len(s.Tolerations) > 0 {
-		dst = append(appendMember(dst, true, "tolerations"), '[')
+	if keep.Keeps("kind") {
+		dst, sep = appendMember(dst, sep, "kind"), true
+		dst = append(dst, `"Pod"`...)
+	}
+	if km, ok := keep.Member("metadata"); ok {
+		dst, sep = append(appendMember(dst, sep, "metadata"), '{'), true
+		dst = appendCompactMeta(dst, &p.ObjectMeta, km)
+		dst = append(dst, '}')
+	}
+	ks, ok := keep.Member("spec")
+	if !ok {
+		return append(dst, '}'), nil
+	}
+	s := &p.Spec
+	dst, in := appendSpecHead(appendMember(dst, sep, "spec"), s.NodeName, s.NodeSelector, s.SchedulerName, s.PriorityClassName, s.Priority, ks)
+	if ks.Keeps("containers") {
+		// CompactPod never leaves containers nil: a pod without any has [].
+		dst, in = appendCoreContainers(appendMember(dst, in, "containers"), s.Containers), true
+	}
+	if len(s.InitContainers) > 0 && ks.Keeps("initContainers") {
+		dst, in = appendCoreContainers(appendMember(dst, in, "initContainers"), s.InitContainers), true
+	}
+	if len(s.Tolerations) > 0 && ks.Keeps("tolerations") {
+		dst, in = append(appendMember(dst, in, "tolerations"), '['), true
 		for i := range s.Tolerations {
 			t := &s.Tolerations[i]
 			if i > 0 {
@@ -59,14 +77,31 @@ func AppendCompactPod(dst []byte, p *corev1.Pod) ([]byte, error) {
 		}
 		dst = append(dst, ']')
 	}
-	if s.Affinity != nil {
+	if s.Affinity != nil && ks.Keeps("affinity") {
 		b, err := json.Marshal(s.Affinity)
 		if err != nil {
 			return nil, fmt.Errorf("encode affinity of pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
-		dst = append(appendMember(dst, true, "affinity"), b...)
+		dst = append(appendMember(dst, in, "affinity"), b...)
 	}
 	return append(dst, "}}"...), nil
+}
+
+// appendCompactMeta writes the members of the compact pod's metadata that keep keeps.
+func appendCompactMeta(dst []byte, m *metav1.ObjectMeta, keep *Members) []byte {
+	sep := false
+	for _, f := range [...]member{{"name", m.Name}, {"namespace", m.Namespace}, {"uid", string(m.UID)}, {"resourceVersion", m.ResourceVersion}} {
+		if keep.Keeps(f.name) {
+			dst, sep = appendOptString(dst, sep, f.name, f.v)
+		}
+	}
+	if keep.Keeps("labels") {
+		dst, sep = appendOptMap(dst, sep, "labels", m.Labels)
+	}
+	if keep.Keeps("annotations") {
+		dst, _ = appendOptMapExcept(dst, sep, "annotations", m.Annotations, lastApplied)
+	}
+	return dst
 }
 
 // AppendObjectMetadata appends the object metadata document of obj (ABI §7.3): its
@@ -264,7 +299,7 @@ func appendMeta(dst []byte, m *abi.ObjectMeta) []byte {
 }
 
 func appendPodSpec(dst []byte, s *abi.PodSpec) []byte {
-	dst, sep := appendSpecHead(dst, s.NodeName, s.NodeSelector, s.SchedulerName, s.PriorityClassName, s.Priority)
+	dst, sep := appendSpecHead(dst, s.NodeName, s.NodeSelector, s.SchedulerName, s.PriorityClassName, s.Priority, nil)
 	dst = appendContainers(appendMember(dst, sep, "containers"), s.Containers)
 	if len(s.InitContainers) > 0 {
 		dst = appendContainers(appendMember(dst, true, "initContainers"), s.InitContainers)
@@ -287,14 +322,22 @@ func appendPodSpec(dst []byte, s *abi.PodSpec) []byte {
 }
 
 // appendSpecHead opens a pod spec and writes its members before the containers.
-func appendSpecHead(dst []byte, nodeName string, nodeSelector map[string]string, schedulerName, priorityClassName string, priority *int32) ([]byte, bool) {
+func appendSpecHead(dst []byte, nodeName string, nodeSelector map[string]string, schedulerName, priorityClassName string, priority *int32, keep *Members) ([]byte, bool) {
 	dst = append(dst, '{')
 	sep := false
-	dst, sep = appendOptString(dst, sep, "nodeName", nodeName)
-	dst, sep = appendOptMap(dst, sep, "nodeSelector", nodeSelector)
-	dst, sep = appendOptString(dst, sep, "schedulerName", schedulerName)
-	dst, sep = appendOptString(dst, sep, "priorityClassName", priorityClassName)
-	if priority != nil {
+	if keep.Keeps("nodeName") {
+		dst, sep = appendOptString(dst, sep, "nodeName", nodeName)
+	}
+	if keep.Keeps("nodeSelector") {
+		dst, sep = appendOptMap(dst, sep, "nodeSelector", nodeSelector)
+	}
+	if keep.Keeps("schedulerName") {
+		dst, sep = appendOptString(dst, sep, "schedulerName", schedulerName)
+	}
+	if keep.Keeps("priorityClassName") {
+		dst, sep = appendOptString(dst, sep, "priorityClassName", priorityClassName)
+	}
+	if priority != nil && keep.Keeps("priority") {
 		dst, sep = appendMember(dst, sep, "priority"), true
 		dst = strconv.AppendInt(dst, int64(*priority), 10)
 	}

@@ -261,7 +261,7 @@ func TestAppendCompactPod(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := AppendCompactPod([]byte("prefix"), pod)
+			got, err := AppendCompactPod([]byte("prefix"), pod, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -612,9 +612,9 @@ func (in *instance) initOPA(ctx context.Context) error {
 	// they are gets it without asking (opainput.go): the same values, written for less.
 	switch {
 	case o.project != nil && o.project.metadataSuffices():
-		in.setFlags(abi.ConfigureResponse{ObjectMetadata: true})
+		in.setFlags(abi.ConfigureResponse{ObjectMetadata: true}, nil)
 	case cfg.CompactPods:
-		in.setFlags(abi.ConfigureResponse{CompactPods: true})
+		in.setFlags(abi.ConfigureResponse{CompactPods: true}, nil)
 	}
 	if _, err := o.call1(ctx, opaMalloc, 0); err != nil { // the heap starts here
 		return in.classify(ctx, err)

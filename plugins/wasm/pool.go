@@ -26,6 +26,9 @@ type instanceSet struct {
 	done  chan struct{} // closed when the set has been drained and closed
 	mu    sync.Mutex    // guards closing
 	flags abi.ConfigureResponse
+	// reads are the members of validate requests the module's configure answer says it
+	// reads (flags.Reads), nil for the whole request.
+	reads *Members
 	// flagsOnce keeps the configure flags of the first instance: every instance gets the
 	// same configuration, so they answer the same.
 	flagsOnce sync.Once

@@ -328,8 +328,8 @@ func appendBody(dst []byte, a *admission.Attributes, form wasm.ObjectForm, keep 
 
 // appendObject appends member and obj as encode renders it, or in the smaller form a
 // plugin asked for (a fraction of the bytes to write and to read): any object as its
-// object metadata document (ABI §7.3) with the members keep keeps, a Pod as its compact
-// pod document (§7.5); nothing if obj is nil.
+// object metadata document (ABI §7.3), a Pod as its compact pod document (§7.5), either
+// with the members keep keeps; nothing if obj is nil.
 func appendObject(dst []byte, member string, obj runtime.Object, a *admission.Attributes, form wasm.ObjectForm, keep *wasm.Members) ([]byte, error) {
 	if form == wasm.ObjectMetadata && obj != nil && !reflect.ValueOf(obj).IsNil() {
 		if out, ok := wasm.AppendObjectMetadata(append(dst, member...), obj, a.Kind, keep); ok {
@@ -337,7 +337,7 @@ func appendObject(dst []byte, member string, obj runtime.Object, a *admission.At
 		}
 	}
 	if pod, isPod := obj.(*corev1.Pod); form == wasm.CompactPods && isPod && pod != nil {
-		out, err := wasm.AppendCompactPod(append(dst, member...), pod)
+		out, err := wasm.AppendCompactPod(append(dst, member...), pod, keep)
 		if err != nil {
 			return nil, fmt.Errorf("encoding the compact pod: %w", err)
 		}

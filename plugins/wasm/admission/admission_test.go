@@ -177,32 +177,85 @@ func TestRequestMembers(t *testing.T) {
 	for name, change := range variants {
 		for _, rd := range reads {
 			t.Run(name+"/"+rd.name, func(t *testing.T) {
-				members := wasm.MembersOf(rd.paths...)
-				full := &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, form: wasm.ObjectMetadata}
-				kept := &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, form: wasm.ObjectMetadata, members: members}
-				var docs []map[string]any
-				for _, c := range []*encodedCaller{full, kept} {
-					a := attrs()
-					change(a)
-					if err := (&wasmadmission.Plugin{PluginName: "p", Caller: c}).Validate(context.Background(), a); err != nil {
-						t.Fatal(err)
-					}
-					var doc map[string]any
-					if err := json.Unmarshal(c.raw[0], &doc); err != nil {
-						t.Fatalf("%s: %v", c.raw[0], err)
-					}
-					// Each call has a uid of its own.
-					if uid, ok := doc["uid"].(string); ok {
-						doc["uid"] = len(uid) == 36
-					}
-					docs = append(docs, doc)
-				}
-				if got, want := pick(docs[1], rd.paths), pick(docs[0], rd.paths); !reflect.DeepEqual(got, want) {
-					t.Errorf("at the paths read, the request written with their members alone has\n%v\nthe whole request\n%v\n(written: %s)", got, want, kept.raw[0])
-				}
-				if extra := unkept(docs[1], members); extra != "" {
-					t.Errorf("written with %s, which is not read: %s", extra, kept.raw[0])
-				}
+				checkRequestMembers(t, wasm.ObjectMetadata, change, rd.paths, unkept)
+			})
+		}
+	}
+}
+
+// checkRequestMembers writes the request attrs() changed by change in form twice, whole
+// and with the members at paths alone, and checks that the second has what the first has
+// at every path, and that unkept finds nothing in it the members do not keep.
+func checkRequestMembers(t *testing.T, form wasm.ObjectForm, change func(*admission.Attributes), paths [][]string, unkept func(map[string]any, *wasm.Members) string) {
+	t.Helper()
+	members := wasm.MembersOf(paths...)
+	full := &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, form: form}
+	kept := &encodedCaller{caller: caller{validate: abi.ValidateResponse{Allowed: true}}, form: form, members: members}
+	var docs []map[string]any
+	for _, c := range []*encodedCaller{full, kept} {
+		a := attrs()
+		change(a)
+		if err := (&wasmadmission.Plugin{PluginName: "p", Caller: c}).Validate(context.Background(), a); err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(c.raw[0], &doc); err != nil {
+			t.Fatalf("%s: %v", c.raw[0], err)
+		}
+		// Each call has a uid of its own.
+		if uid, ok := doc["uid"].(string); ok {
+			doc["uid"] = len(uid) == 36
+		}
+		docs = append(docs, doc)
+	}
+	if got, want := pick(docs[1], paths), pick(docs[0], paths); !reflect.DeepEqual(got, want) {
+		t.Errorf("at the paths read, the request written with their members alone has\n%v\nthe whole request\n%v\n(written: %s)", got, want, kept.raw[0])
+	}
+	if extra := unkept(docs[1], members); extra != "" {
+		t.Errorf("written with %s, which is not read: %s", extra, kept.raw[0])
+	}
+}
+
+// TestRequestMembersCompactPods is TestRequestMembers for a module that reads pods as
+// compact pod documents and declared what it reads: of the pods, the members of the
+// document, of its metadata and of its spec that it keeps are written, each whole.
+func TestRequestMembersCompactPods(t *testing.T) {
+	variants := requestVariants()
+	variants["scheduling fields"] = func(a *admission.Attributes) {
+		pod := a.Object.(*corev1.Pod)
+		seconds, priority := int64(30), int32(7)
+		pod.Labels, pod.Annotations = map[string]string{"team": "a"}, map[string]string{"note": "n", corev1.LastAppliedConfigAnnotation: "{}"}
+		pod.UID, pod.ResourceVersion = "u-1", "12"
+		pod.Spec.NodeName, pod.Spec.SchedulerName, pod.Spec.PriorityClassName, pod.Spec.Priority = "n1", "s", "high", &priority
+		pod.Spec.NodeSelector = map[string]string{"disk": "ssd"}
+		pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox:1.36"}}
+		pod.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &seconds}}
+		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}}}}}
+	}
+	reads := []struct {
+		name  string
+		paths [][]string
+	}{
+		{"labels and images", [][]string{{"operation"}, {"kind"}, {"object", "metadata", "labels"}, {"object", "spec", "containers"}, {"object", "spec", "initContainers"}}},
+		{"scheduling", [][]string{{"object", "spec", "nodeName"}, {"object", "spec", "nodeSelector"}, {"object", "spec", "schedulerName"}, {"object", "spec", "priorityClassName"},
+			{"object", "spec", "priority"}, {"object", "spec", "tolerations"}, {"object", "spec", "affinity"}}},
+		{"metadata and the old spec", [][]string{{"object", "metadata"}, {"oldObject", "spec"}, {"oldObject", "apiVersion"}}},
+		{"names", [][]string{{"object", "metadata", "name"}, {"object", "metadata", "namespace"}, {"object", "metadata", "uid"}, {"object", "metadata", "resourceVersion"}, {"object", "metadata", "annotations"}}},
+		{"kinds", [][]string{{"object", "apiVersion"}, {"object", "kind"}, {"resource"}}},
+		{"whole objects", [][]string{{"object"}, {"oldObject"}, {"userInfo"}}},
+		{"nothing", nil},
+	}
+	// Below object and oldObject, and below their metadata and spec, only what is kept.
+	unkeptCompact := func(doc map[string]any, members *wasm.Members) string {
+		return unkeptBelow(doc, members, func(path []string) bool {
+			return len(path) == 1 && (path[0] == "object" || path[0] == "oldObject") || len(path) == 2 && (path[1] == "metadata" || path[1] == "spec")
+		}, nil)
+	}
+	for name, change := range variants {
+		for _, rd := range reads {
+			t.Run(name+"/"+rd.name, func(t *testing.T) {
+				checkRequestMembers(t, wasm.CompactPods, change, rd.paths, unkeptCompact)
 			})
 		}
 	}

@@ -101,6 +101,10 @@ type ConfigureResponse struct {
 	Requested      bool `json:"requested,omitempty"`
 	// Packed asks for the packed filter/score framing of ABI §7.7 (with NodeTable only).
 	Packed bool `json:"packed,omitempty"`
+	// Reads lists the members of validate requests the plugin reads, as dot-separated
+	// paths from the request's root ("operation", "object.metadata.labels"): the host may
+	// then leave the others out (ABI §7.1). Empty means the whole request.
+	Reads []string `json:"reads,omitempty"`
 }
 
 // PackedMagic starts every packed filter/score request and answer (ABI §7.7). Its first

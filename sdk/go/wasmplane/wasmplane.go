@@ -36,6 +36,14 @@ func RequestCompactPods() { guest.Flags.CompactPods = true }
 // RequestCompactPods.
 func RequestObjectMetadata() { guest.Flags.ObjectMetadata = true }
 
+// RequestReads tells the host which members of validate requests the plugin reads, as
+// dot-separated paths from the request's root ("operation", "object.metadata.labels",
+// "object.spec.containers"): the host may leave the others out (ABI §7.1), and a smaller
+// request costs less to write and to read. A member kept is written whole; the host may
+// send more than is listed, never less. Paths that name no request member fail the
+// plugin's load.
+func RequestReads(paths ...string) { guest.Flags.Reads = append(guest.Flags.Reads, paths...) }
+
 // RequestFullNodes asks the host for full Node objects in filter/score requests.
 func RequestFullNodes() { guest.Flags.FullNodes = true }
 

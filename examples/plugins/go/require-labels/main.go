@@ -24,6 +24,8 @@ func init() {
 	// Only labels and container images are read: the compact pod document (ABI §7.5)
 	// has them, and costs the server and this plugin a fraction of a whole Pod.
 	wasmplane.RequestCompactPods()
+	// And of the request, only these members: the rest is left out by the host.
+	wasmplane.RequestReads("operation", "kind", "object.metadata.labels", "object.spec.containers", "object.spec.initContainers")
 	wasmplane.RegisterConfigure(func(req *abi.ConfigureRequest) error { return json.Unmarshal(req.Config, &cfg) })
 	// The request is read in place (sdk/go/jsonview): only the operation, the kind, the
 	// labels and the images are looked at, and nothing is decoded into Go values.
