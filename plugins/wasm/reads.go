@@ -8,7 +8,9 @@ import (
 
 // requestMembers are the members of a validate request (abi.AdmissionRequest): the first
 // key of every path a module declares it reads.
-var requestMembers = []string{"uid", "kind", "resource", "subResource", "name", "namespace", "operation", "userInfo", "object", "oldObject", "dryRun", "options"}
+func requestMembers() []string {
+	return []string{"uid", "kind", "resource", "subResource", "name", "namespace", "operation", "userInfo", "object", "oldObject", "dryRun", "options"}
+}
 
 // declaredReads returns the members of validate requests a module's configure answer says
 // it reads, or nil for the whole request (no paths). A path is member names joined by
@@ -24,8 +26,8 @@ func declaredReads(paths []string) (*Members, error) {
 		if slices.Contains(path, "") {
 			return nil, fmt.Errorf("reads[%d] %q: a path is member names joined by dots, none empty", i, p)
 		}
-		if !slices.Contains(requestMembers, path[0]) {
-			return nil, fmt.Errorf("reads[%d] %q: %q is not a member of a validate request (%s)", i, p, path[0], strings.Join(requestMembers, ", "))
+		if members := requestMembers(); !slices.Contains(members, path[0]) {
+			return nil, fmt.Errorf("reads[%d] %q: %q is not a member of a validate request (%s)", i, p, path[0], strings.Join(members, ", "))
 		}
 		keys = append(keys, path)
 	}
