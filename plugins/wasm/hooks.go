@@ -112,13 +112,10 @@ type RequestForm struct {
 // requestForm is the form in which the instance's module wants a validate request.
 func (in *instance) requestForm() RequestForm {
 	f := RequestForm{Objects: objectForm(in.set.flags)}
-	switch {
-	case in.opa != nil:
-		if f.Objects == ObjectMetadata {
-			f.Members = in.opa.project
-		}
-	default:
+	if in.opa == nil {
 		f.Members = in.set.reads
+	} else if f.Objects == ObjectMetadata {
+		f.Members = in.opa.project
 	}
 	return f
 }
